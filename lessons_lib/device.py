@@ -1,0 +1,253 @@
+"""Which device we run on, what it is, and whether a job fits on it.
+
+Every lesson asks this module three questions: which device should I use, how do I
+describe it next to a number, and will this shape fit before I allocate it.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import gc
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass
+
+import torch
+
+# The share of free memory a widget or sweep may plan to use. The rest is headroom for
+# the allocator's rounding, cuBLAS workspaces and whatever the reader already holds.
+USABLE_FRACTION = 0.7
+
+
+class DoesNotFit(ValueError):
+    """A shape would not fit in memory. The message says what to change."""
+
+
+def has_cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+def pick(prefer: str | torch.device | None = None) -> torch.device:
+    """The device a lesson should use: `prefer` if given and usable, else CUDA, else CPU."""
+    if prefer is not None:
+        dev = torch.device(prefer)
+        if dev.type == "cuda" and not has_cuda():
+            raise ValueError(
+                "CUDA was requested but this machine has no usable CUDA GPU "
+                "(torch.cuda.is_available() is False). Choose 'cpu' instead."
+            )
+        return dev
+    return torch.device("cuda") if has_cuda() else torch.device("cpu")
+
+
+def is_colab() -> bool:
+    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+@dataclass
+class DeviceInfo:
+    """Everything a recorded number must name about the machine that produced it."""
+
+    kind: str  # "cuda" or "cpu"
+    name: str
+    sm_count: int | None
+    total_memory: int | None  # bytes
+    torch: str
+    cuda: str | None
+    driver: str | None
+    capability: str | None
+    threads: int
+    colab: bool
+    date: str
+
+    def line(self) -> str:
+        mem = f", {self.total_memory / 2**30:.0f} GiB" if self.total_memory else ""
+        sms = f", {self.sm_count} SMs" if self.sm_count else ""
+        extra = f", CUDA {self.cuda}" if self.cuda else f", {self.threads} threads"
+        return f"{self.name} ({self.kind}{sms}{mem}) · torch {self.torch}{extra}"
+
+    def slug(self) -> str:
+        """A file-name-safe id, one recorded-results file per device name."""
+        base = self.name.lower().replace("nvidia", "").strip()
+        keep = "".join(c if c.isalnum() else "-" for c in base)
+        return "-".join(p for p in keep.split("-") if p) or self.kind
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _driver_version() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            first = f.readline()
+        for word in first.split():
+            if word.count(".") >= 1 and word.replace(".", "").isdigit():
+                return word
+    except OSError:
+        pass
+    return None
+
+
+def describe(device: torch.device | str | None = None) -> DeviceInfo:
+    dev = pick(device)
+    today = datetime.date.today().isoformat()
+    if dev.type == "cuda":
+        idx = dev.index if dev.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(idx)
+        return DeviceInfo(
+            kind="cuda",
+            name=props.name,
+            sm_count=props.multi_processor_count,
+            total_memory=props.total_memory,
+            torch=torch.__version__,
+            cuda=torch.version.cuda,
+            driver=_driver_version(),
+            capability=f"{props.major}.{props.minor}",
+            threads=torch.get_num_threads(),
+            colab=is_colab(),
+            date=today,
+        )
+    return DeviceInfo(
+        kind=dev.type,
+        name=_cpu_name() if dev.type == "cpu" else dev.type,
+        sm_count=None,
+        total_memory=_host_total_bytes(),
+        torch=torch.__version__,
+        cuda=None,
+        driver=None,
+        capability=None,
+        threads=torch.get_num_threads(),
+        colab=is_colab(),
+        date=today,
+    )
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait for queued GPU work. A no-op on CPU, where every op is already synchronous."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _host_total_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _host_available_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    total = _host_total_bytes()
+    return total // 2 if total else 2 * 2**30
+
+
+def available_bytes(device: torch.device | str) -> int:
+    """Bytes a job may still allocate on `device` (free memory, before our safety margin)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(dev)
+        # Blocks the caching allocator holds but does not use are free to us too.
+        reserved = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+        return free + max(reserved, 0)
+    if dev.type == "meta":
+        return 2**62
+    return _host_available_bytes()
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def check_fits(nbytes: int, device: torch.device | str, what: str = "this shape") -> None:
+    """Refuse, before allocating, a job whose estimated peak exceeds the usable memory."""
+    budget = int(available_bytes(device) * USABLE_FRACTION)
+    if nbytes > budget:
+        raise DoesNotFit(
+            f"{what} needs about {fmt_bytes(nbytes)} but only {fmt_bytes(budget)} of "
+            f"{torch.device(device).type.upper()} memory is safely available. "
+            "Make a dimension smaller and try again."
+        )
+
+
+def free_memory(device: torch.device | str | None = None) -> None:
+    """Drop Python garbage and hand cached GPU blocks back, e.g. after an OOM."""
+    gc.collect()
+    if has_cuda() and (device is None or torch.device(device).type == "cuda"):
+        torch.cuda.empty_cache()
+
+
+def is_oom(err: BaseException) -> bool:
+    # torch.OutOfMemoryError is new (2.5+); older releases raise torch.cuda.OutOfMemoryError
+    # or, older still, a RuntimeError that says so.
+    types = tuple(
+        t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t
+    )
+    return isinstance(err, types) or (isinstance(err, RuntimeError) and "out of memory" in str(err).lower())
+
+
+@contextlib.contextmanager
+def oom_guard(device: torch.device | str, what: str = "this shape"):
+    """Turn an out-of-memory error into DoesNotFit after freeing what the failed job held."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as err:
+        if not (is_oom(err) or isinstance(err, MemoryError)):
+            raise
+    else:
+        return
+    # Outside the except block, so the traceback (and the tensors it pins) is already gone.
+    free_memory(device)
+    raise DoesNotFit(
+        f"{what} ran out of {torch.device(device).type.upper()} memory. "
+        "The memory was freed and the kernel is fine; make a dimension smaller."
+    )
+
+
+def dtype_problem(dtype: torch.dtype, device: torch.device | str) -> str | None:
+    """Why `dtype` cannot be used for matmul on `device`, or None if it can."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        major, _ = torch.cuda.get_device_capability(dev)
+        if dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+            return f"{torch.cuda.get_device_name(dev)} has no bfloat16 support; use float16 or float32."
+        if dtype == torch.float16 and major < 6:
+            return "float16 matmul needs a GPU of compute capability 6.0 or newer; use float32."
+        return None
+    if dev.type == "cpu" and dtype == torch.float16:
+        try:
+            torch.ones(2, 2, dtype=dtype) @ torch.ones(2, 2, dtype=dtype)
+        except RuntimeError:
+            return "This torch build has no float16 matmul on CPU; use float32 or bfloat16."
+    return None
+
+
+def compile_problem() -> str | None:
+    """Why torch.compile cannot run here, or None if it probably can."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile (it arrived in 2.0)."
+    import shutil
+
+    if not any(shutil.which(cc) for cc in ("cc", "gcc", "clang", "cl")):
+        return "torch.compile needs a C compiler on PATH for its CPU code and none was found."
+    return None

@@ -1,0 +1,95 @@
+"""The course's figures. Every axis says what it measures and in which unit."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def time_unit(values) -> tuple[str, float]:
+    """The unit that makes the largest of `values` (seconds) read between 1 and 1000."""
+    top = max((v for v in values if v == v and v > 0), default=1e-3)
+    for unit, scale in _UNITS:
+        if top >= scale:
+            return unit, scale
+    return "ns", 1e-9
+
+
+def _axes(ax, figsize=(7, 3.2)):
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax.figure, ax
+
+
+def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=None):
+    """Median time per call of each variant with its IQR, and the hardware floor if given."""
+    fig, ax = _axes(ax, (7, 0.5 + 0.45 * len(timings)))
+    unit, scale = time_unit([t.median + t.iqr for t in timings] + list((floors or {}).values()))
+    ys = range(len(timings))
+    ax.barh(ys, [t.median / scale for t in timings], xerr=[t.iqr / 2 / scale for t in timings],
+            color="tab:blue", alpha=0.8, capsize=3, label="median (bar: ± IQR/2)")
+    if floors:
+        fl = [floors.get(t.label, float("nan")) / scale for t in timings]
+        ax.scatter(fl, ys, marker="|", s=400, color="black", zorder=3, label="floor (roofline)")
+    ax.set_yticks(list(ys), [t.label for t in timings])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time per call ({unit})")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    return fig
+
+
+def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] | None = None,
+          xlabel: str = "", title: str = "", crossover=None, ax=None, logy: bool = True):
+    """Median time per call against one shape parameter, IQR as a band, crossover marked."""
+    fig, ax = _axes(ax)
+    unit, scale = time_unit([v for series in medians.values() for v in series])
+    for name, meds in medians.items():
+        ys = [m / scale for m in meds]
+        (line,) = ax.plot(values, ys, marker="o", ms=3, label=name)
+        if iqrs:
+            half = [q / 2 / scale for q in iqrs[name]]
+            ax.fill_between(values, [y - h for y, h in zip(ys, half)], [y + h for y, h in zip(ys, half)],
+                            color=line.get_color(), alpha=0.2, lw=0)
+    if crossover is not None:
+        ax.axvline(crossover, color="gray", ls="--", lw=1)
+        ax.annotate(f"crossover at {crossover}", (crossover, 0.95), xycoords=("data", "axes fraction"),
+                    ha="left", va="top", fontsize=8, color="gray")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"time per call ({unit})")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def machines(rows: dict[str, dict[str, float]], title: str = "", ax=None):
+    """Grouped bars: each variant's median on each machine (log scale: CPUs and GPUs differ 100×)."""
+    fig, ax = _axes(ax)
+    machines_ = list(rows)
+    variants = list(dict.fromkeys(v for r in rows.values() for v in r))
+    unit, scale = time_unit([t for r in rows.values() for t in r.values()])
+    width = 0.8 / max(len(machines_), 1)
+    for i, m in enumerate(machines_):
+        xs = [j + i * width for j in range(len(variants))]
+        ax.bar(xs, [rows[m].get(v, float("nan")) / scale for v in variants], width, label=m)
+    ax.set_xticks([j + width * (len(machines_) - 1) / 2 for j in range(len(variants))], variants, rotation=15)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"median time per call ({unit}, log)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def samples(timings, title: str = "", ax=None):
+    """Every sample of each timing in call order: shows warm-up, outliers and drift."""
+    fig, ax = _axes(ax)
+    unit, scale = time_unit([s for t in timings for s in t.samples])
+    for t in timings:
+        ax.plot(range(1, len(t.samples) + 1), [s / scale for s in t.samples], marker=".", lw=0.8, label=t.label)
+    ax.set_xlabel("sample number")
+    ax.set_ylabel(f"time per call ({unit})")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,232 @@
+"""The one honest timing harness, and the wrong timers lesson 00 takes apart.
+
+`measure` wraps `torch.utils.benchmark.Timer.blocked_autorange`, which synchronizes the
+GPU around each block of calls. On top of it we warm up, use every CPU thread (the Timer's
+default is one), keep every sample, and report the median and inter-quartile range.
+`measure(..., flush_cache=True)` times calls one at a time instead, with CUDA events on a
+GPU, so that a cache flush can sit between calls without being timed.
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.utils.benchmark as tbench
+
+from .device import synchronize
+
+MIN_SAMPLES = 7
+_FLUSH_BYTES = 256 * 2**20  # bigger than any GPU's L2 (H100: 50 MB) or a desktop CPU's L3
+
+
+def fmt_time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+@dataclass
+class Timing:
+    """Seconds per call of one function: the median and IQR of many samples."""
+
+    label: str
+    median: float
+    iqr: float
+    samples: list[float] = field(repr=False)  # seconds per call, one entry per sample
+    calls_per_sample: int
+    method: str
+    device: str
+
+    @property
+    def spread(self) -> float:
+        """IQR relative to the median; under ~0.05 is a steady measurement."""
+        return self.iqr / self.median if self.median else float("nan")
+
+    def __str__(self) -> str:
+        return (
+            f"{self.label}: {fmt_time(self.median)} per call "
+            f"(IQR {fmt_time(self.iqr)}, {len(self.samples)} samples × {self.calls_per_sample} calls)"
+        )
+
+    def as_dict(self, with_samples: bool = False) -> dict:
+        d = asdict(self)
+        if not with_samples:
+            d.pop("samples")
+        return d
+
+
+def _stats(samples: list[float]) -> tuple[float, float]:
+    if len(samples) < 2:
+        return samples[0], 0.0
+    q = statistics.quantiles(samples, n=4, method="inclusive")
+    return statistics.median(samples), q[2] - q[0]
+
+
+def _device_of(args) -> torch.device:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a.device
+        if isinstance(a, (tuple, list)):
+            d = _device_of(a)
+            if d.type != "cpu":
+                return d
+    return torch.device("cpu")
+
+
+def measure(
+    fn,
+    *args,
+    label: str | None = None,
+    min_run_time: float = 0.2,
+    warmup: int = 3,
+    rotate: list[tuple] | None = None,
+    flush_cache: bool = False,
+    num_threads: int | None = None,
+    min_samples: int = MIN_SAMPLES,
+) -> Timing:
+    """Time `fn(*args)` honestly and return its median and IQR per call.
+
+    rotate: a list of argument tuples to cycle through, so that repeated calls do not
+        find their inputs already in cache (use instead of `args`).
+    flush_cache: overwrite a buffer larger than the last-level cache before every call.
+    num_threads: CPU threads for the measurement; defaults to all that torch uses.
+    """
+    label = label or getattr(fn, "__name__", "fn")
+    arg_sets = rotate if rotate is not None else [args]
+    device = _device_of(arg_sets[0])
+    for call_args in itertools.islice(itertools.cycle(arg_sets), max(warmup, len(arg_sets))):
+        fn(*call_args)
+    synchronize(device)
+    if flush_cache:
+        return _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples)
+
+    threads = num_threads or torch.get_num_threads()
+    cycle = itertools.cycle(arg_sets)
+    timer = tbench.Timer(
+        stmt="fn(*next(cycle))",
+        globals={"fn": fn, "cycle": cycle},
+        num_threads=threads,
+        label=label,
+    )
+    m = timer.blocked_autorange(min_run_time=min_run_time)
+    samples = list(m.times)  # already divided by the block size
+    while len(samples) < min_samples:  # slow calls: blocked_autorange may stop after one block
+        samples.extend(timer.timeit(m.number_per_run).times)
+    median, iqr = _stats(samples)
+    method = "torch.utils.benchmark.Timer.blocked_autorange"
+    if device.type == "cpu":
+        method += f" ({threads} thread{'s' if threads > 1 else ''})"
+    return Timing(label, median, iqr, samples, m.number_per_run, method, device.type)
+
+
+def _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples) -> Timing:
+    on_gpu = device.type == "cuda"
+    scratch = torch.empty(_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+    samples: list[float] = []
+    spent = 0.0
+    for call_args in itertools.cycle(arg_sets):
+        scratch.fill_(1.0)  # evicts the inputs from cache
+        if on_gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(*call_args)
+            end.record()
+            end.synchronize()
+            dt = start.elapsed_time(end) / 1e3
+        else:
+            t0 = time.perf_counter()
+            fn(*call_args)
+            dt = time.perf_counter() - t0
+        samples.append(dt)
+        spent += dt
+        if spent >= min_run_time and len(samples) >= min_samples:
+            break
+    median, iqr = _stats(samples)
+    method = "CUDA events, cache flushed per call" if on_gpu else "perf_counter, cache flushed per call"
+    return Timing(label, median, iqr, samples, 1, method, device.type)
+
+
+def table(timings: list[Timing], baseline: str | None = None) -> str:
+    """A text table of timings, with the speed-up over `baseline` if named."""
+    base = next((t for t in timings if t.label == baseline), None)
+    width = max(len(t.label) for t in timings)
+    lines = []
+    for t in timings:
+        line = f"{t.label.ljust(width)}  {fmt_time(t.median):>9}  ± {fmt_time(t.iqr / 2):>9}"
+        if base is not None:
+            line += f"   {base.median / t.median:6.2f}× vs {base.label}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# The wrong ways. Each is a mistake from a forum thread; lesson 00 shows what it reports.
+# Never use these for a real measurement.
+# --------------------------------------------------------------------------------------
+
+
+def _wrong(label, median, samples, method, device) -> Timing:
+    _m, iqr = _stats(samples) if len(samples) > 1 else (median, 0.0)
+    return Timing(label, median, iqr, samples, 1, "WRONG: " + method, device)
+
+
+def wrong_no_sync(fn, *args, repeats: int = 100, label: str = "no sync") -> Timing:
+    """Mistake: wall-clock a loop without synchronizing. On a GPU this times the launches,
+    not the kernels, because the calls return before the GPU has finished."""
+    device = _device_of(args)
+    fn(*args)
+    synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        fn(*args)
+    per_call = (time.perf_counter() - t0) / repeats
+    return _wrong(label, per_call, [per_call], "perf_counter around a loop, no synchronize", device.type)
+
+
+def wrong_first_call(fn, *args, label: str = "first call") -> Timing:
+    """Mistake: time one cold call. It pays for lazy initialisation: CUDA context, cuBLAS
+    handles, kernel loading, allocator growth."""
+    device = _device_of(args)
+    synchronize(device)
+    t0 = time.perf_counter()
+    fn(*args)
+    synchronize(device)
+    dt = time.perf_counter() - t0
+    return _wrong(label, dt, [dt], "one cold call", device.type)
+
+
+def wrong_single_run(fn, *args, label: str = "single run") -> Timing:
+    """Mistake: one warm call. Synchronized, but a single sample is at the mercy of noise."""
+    device = _device_of(args)
+    fn(*args)
+    synchronize(device)
+    t0 = time.perf_counter()
+    fn(*args)
+    synchronize(device)
+    dt = time.perf_counter() - t0
+    return _wrong(label, dt, [dt], "one warm call", device.type)
+
+
+def wrong_mean_with_cold_start(fn, *args, repeats: int = 20, label: str = "mean incl. cold start") -> Timing:
+    """Mistake: average every call including the first. One slow outlier drags the mean."""
+    device = _device_of(args)
+    samples = []
+    for _ in range(repeats):
+        synchronize(device)
+        t0 = time.perf_counter()
+        fn(*args)
+        synchronize(device)
+        samples.append(time.perf_counter() - t0)
+    return _wrong(label, statistics.fmean(samples), samples, "mean of per-call times, cold call included", device.type)
+
+
+def wrong_one_thread(fn, *args, label: str = "one CPU thread", **kw) -> Timing:
+    """Mistake: `torch.utils.benchmark.Timer`'s default of one CPU thread. Harmless on a GPU;
+    on CPU it times a machine with one core."""
+    t = measure(fn, *args, label=label, num_threads=1, **kw)
+    t.method = "WRONG: " + t.method
+    return t
