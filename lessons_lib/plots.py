@@ -27,7 +27,7 @@ def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=No
     unit, scale = time_unit([t.median + t.iqr for t in timings] + list((floors or {}).values()))
     ys = range(len(timings))
     ax.barh(ys, [t.median / scale for t in timings], xerr=[t.iqr / 2 / scale for t in timings],
-            color="tab:blue", alpha=0.8, capsize=3, label="median (bar: ± IQR/2)")
+            color="tab:blue", alpha=0.8, capsize=3, label="median, whiskers ± IQR/2")
     if floors:
         fl = [floors.get(t.label, float("nan")) / scale for t in timings]
         ax.scatter(fl, ys, marker="|", s=400, color="black", zorder=3, label="floor (roofline)")
@@ -35,7 +35,7 @@ def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=No
     ax.invert_yaxis()
     ax.set_xlabel(f"time per call ({unit})")
     ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     return fig
 
 
