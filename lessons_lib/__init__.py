@@ -9,6 +9,30 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 
+def _check_torch() -> None:
+    """Fail at import, with what to do, on a torch too old for the course (2.4 is the oldest tested).
+
+    Feature detection, not version strings: these are the APIs the toolkit stands on.
+    """
+    try:
+        import torch
+        from torch.autograd.graph import saved_tensors_hooks  # noqa: F401
+        from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
+    except ImportError as err:
+        import sys
+
+        found = sys.modules["torch"].__version__ if "torch" in sys.modules else "no torch at all"
+        raise ImportError(
+            f"This course needs PyTorch 2.4 or newer (found: {found}). "
+            "Upgrade with `pip install -U torch` and restart the kernel."
+        ) from err
+    if not hasattr(torch, "OutOfMemoryError") and not hasattr(torch.cuda, "OutOfMemoryError"):
+        raise ImportError(f"This course needs PyTorch 2.4 or newer (found {torch.__version__}). Run `pip install -U torch`.")
+
+
+_check_torch()
+
+
 def setup(seed: int = 0, quiet: bool = False):
     """A notebook's first call: pick the device, say what it is, make runs repeatable.
 

@@ -244,3 +244,13 @@ def test_verdict():
     v.check("two", False, "why")
     assert not v.passed and "✗ two (why)" in str(v)
     assert not Verdict("empty").passed
+
+
+def test_an_old_torch_gets_a_clear_message(monkeypatch):
+    import sys
+
+    import lessons_lib
+
+    monkeypatch.setitem(sys.modules, "torch.utils._python_dispatch", None)  # as if torch lacked it
+    with pytest.raises(ImportError, match="needs PyTorch 2.4 or newer"):
+        lessons_lib._check_torch()
