@@ -1,0 +1,313 @@
+"""Lesson 00 (timing honestly): the harness, the wrong timers, the simulated GPU, the checker."""
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from lessons_lib import lesson00_timing as L
+from lessons_lib import timing
+from lessons_lib.timing import Timing
+
+NOTEBOOKS = [Path(__file__).parent.parent / "notebooks" / "00_timing_honestly.ipynb",
+             Path(__file__).parent.parent / "notebooks" / "solutions" / "00_timing_honestly_solution.ipynb"]
+
+
+# --- benchmarks a reader might write ------------------------------------------------------
+
+
+def solution(fn, sync, warmup=3, repeats=25):
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def first_call_only(fn, sync):
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+def no_sync(fn, sync, warmup=3, repeats=25):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    sync()
+    return statistics.median(times)
+
+
+def mean_not_median(fn, sync, warmup=3, repeats=25):
+    # calls 3..27 include no outlier, so start where they do
+    for _ in range(warmup):
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(repeats + 40):  # long enough to meet the rare outliers
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / (repeats + 40)
+
+
+def in_milliseconds(fn, sync):
+    return solution(fn, sync) * 1e3
+
+
+# --- the harness and the wrong timers -------------------------------------------------------
+
+
+def test_harness_median_of_a_known_duration():
+    t = timing.measure(time.sleep, 0.005, label="sleep 5 ms", min_run_time=0.2)
+    assert 0.005 <= t.median <= 0.0075
+    assert t.iqr < 0.001, f"IQR {t.iqr} of a 5 ms sleep should be well under a millisecond"
+    assert len(t.samples) >= timing.MIN_SAMPLES
+
+
+def test_wrong_one_thread_times_with_one_thread(monkeypatch):
+    seen = []
+    real_timer = timing.tbench.Timer
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("num_threads"))
+        return real_timer(*args, **kwargs)
+
+    monkeypatch.setattr(timing.tbench, "Timer", spy)
+    a = torch.randn(64, 64)
+    wrong = timing.wrong_one_thread(torch.mm, a, a, min_run_time=0.01)
+    honest = timing.measure(torch.mm, a, a, min_run_time=0.01)
+    assert seen == [1, torch.get_num_threads()]
+    assert wrong.method.startswith("WRONG: ") and wrong.method.endswith("(1 thread)")
+    assert "WRONG" not in honest.method
+
+
+def test_timer_default_is_one_thread():
+    import inspect
+
+    import torch.utils.benchmark as tb
+
+    assert inspect.signature(tb.Timer).parameters["num_threads"].default == 1
+
+
+# --- the simulated GPU -----------------------------------------------------------------------
+
+
+def test_simulated_gpu_launch_returns_at_once_and_synchronize_waits():
+    gpu = L.SimulatedGPU()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        gpu.launch(0.02)
+    launched = time.perf_counter() - t0
+    assert launched < 0.005
+    assert gpu.pending == 3
+    gpu.synchronize()
+    assert time.perf_counter() - t0 >= 0.06
+    assert gpu.pending == 0
+
+
+def test_simulated_gpu_blocks_when_its_queue_is_full():
+    gpu = L.SimulatedGPU(queue_depth=2)
+    t0 = time.perf_counter()
+    for _ in range(3):
+        gpu.launch(0.02)
+    assert time.perf_counter() - t0 >= 0.02  # the third launch waited for a free slot
+    gpu.synchronize()
+    with pytest.raises(ValueError, match="queue_depth"):
+        L.SimulatedGPU(queue_depth=0)
+
+
+def test_seed000_loop_misranks_without_sync_and_the_harness_does_not():
+    r = L.demo_sync_in_one_variant(work=0.004, min_run_time=0.1)
+    assert r["no sync · wrong"].median < 0.2 * r["no sync · harness"].median
+    assert r["syncs inside · wrong"].median >= 0.004
+    for name in ("no sync · harness", "syncs inside · harness"):
+        assert 0.004 <= r[name].median <= 0.004 * 1.3
+
+
+def test_fake_workloads_take_their_stated_time():
+    cold = L.FakeWorkload("cold")
+    t0 = time.perf_counter()
+    cold()
+    assert time.perf_counter() - t0 >= L.SLOW
+    out = L.FakeWorkload("outliers")
+    assert {0, 2, 3} & L.OUTLIER_CALLS == set() and {1, 4} <= L.OUTLIER_CALLS
+    assert 0.02 < len(L.OUTLIER_CALLS) / L.MAX_CALLS < 0.06  # rare: about 1 call in 25
+    t0 = time.perf_counter()
+    out()
+    assert L.STEADY <= time.perf_counter() - t0 < L.SLOW
+    with pytest.raises(ValueError, match="kind"):
+        L.FakeWorkload("warm")
+
+
+# --- the exercise checker -------------------------------------------------------------------
+
+BROKEN_VERDICT = """Exercise 00: an honest benchmark:
+  ✗ cold start: first call 100 ms, then 5 ms a call (reports too much: warm up before you start the clock)
+  ✗ rare outliers: 5 ms a call, about 1 call in 25 takes 100 ms (reports too much: take the median of many timed calls, not the mean or one call)
+  ✗ asynchronous: each call queues 5 ms of work and returns at once (reports too little: call sync() before you stop the clock)
+  – real GPU: agrees with timing.measure on a 4096×4096 matmul (no CUDA GPU here)
+Not yet: fix the ✗ lines and run the checker again."""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the exact text has the no-GPU skip line")
+def test_broken_benchmark_fails_with_a_deterministic_verdict():
+    for _ in range(2):
+        v = L.check_exercise(L.broken_benchmark)
+        assert not v.passed
+        assert str(v) == BROKEN_VERDICT
+
+
+def test_solution_passes():
+    v = L.check_exercise(solution)
+    assert v.passed, str(v)
+    assert [ok for _n, ok, _d in v.checks][:3] == [True, True, True]
+
+
+def test_the_harness_itself_passes_when_it_waits():
+    v = L.check_exercise(lambda fn, sync: timing.measure(lambda: (fn(), sync()), min_run_time=0.1).median)
+    assert v.passed, str(v)
+
+
+@pytest.mark.parametrize("bench, fails", [
+    (first_call_only, "cold start"),
+    (no_sync, "asynchronous"),
+    (mean_not_median, "rare outliers"),
+])
+def test_each_mistake_fails_exactly_its_own_check(bench, fails):
+    v = L.check_exercise(bench)
+    failed = [name.split(":")[0] for name, ok, _d in v.checks if ok is False]
+    if bench is first_call_only:  # a single call is at the mercy of noise: other lines may fail too
+        assert fails in failed, str(v)
+    else:
+        assert failed == [fails], str(v)
+    assert not v.passed
+
+
+def test_checker_explains_units_errors_and_wrong_arguments():
+    v = L.check_exercise(in_milliseconds)
+    assert all("milliseconds" in d for _n, ok, d in v.checks if ok is False) and not v.passed
+    v = L.check_exercise(lambda fn, sync: 1 / 0)
+    assert all("ZeroDivisionError" in d for _n, ok, d in v.checks if ok is False) and not v.passed
+    v = L.check_exercise(lambda fn, sync: None)
+    assert not v.passed
+    with pytest.raises(ValueError, match="function itself"):
+        L.check_exercise(0.005)
+
+
+def test_checker_stops_a_benchmark_that_never_ends():
+    def forever(fn, sync):
+        while True:
+            fn()
+
+    v = L.check_exercise(forever)
+    assert all("more than" in d for _n, ok, d in v.checks if ok is False)
+    assert sum(ok is False for _n, ok, _d in v.checks) == 3
+
+
+# --- the demos and the record command ----------------------------------------------------------
+
+
+def test_demo_no_sync_on_cpu_agrees_because_cpu_ops_are_synchronous():
+    d = L.demo_no_sync("cpu", n=128, min_run_time=0.05)
+    assert d.wrong.method.startswith("WRONG") and d.honest.device == "cpu"
+    assert d.wrong.median > 0 and d.honest.median > 0
+
+
+def test_demo_random_data_costs_more_than_the_op():
+    d = L.demo_random_data("cpu", rows=4096, width=256, min_run_time=0.05)
+    assert d.wrong.median > d.honest.median, str(d)
+
+
+def test_demo_first_call_runs_in_a_fresh_process():
+    d = L.demo_first_call("cpu", n=128, min_run_time=0.02)
+    assert d.wrong.method == "WRONG: one cold call"
+    assert d.wrong.median > 0 and d.honest.median > 0 and len(d.honest.samples) >= timing.MIN_SAMPLES
+
+
+@pytest.mark.slow
+def test_record_quick_returns_the_documented_keys():
+    t0 = time.perf_counter()
+    rec = L.record(torch.device("cpu"), quick=True)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 30, f"record(quick=True) took {elapsed:.1f} s; it should take seconds"
+    json.dumps(rec)  # goes into the recorded-results JSON as it is
+    assert rec["quick"] is True and rec["device"] == "cpu"
+    assert set(rec["sizes"]) == {"matmul", "rows", "width", "cache_bytes", "rotate_bytes"}
+    assert set(rec["demos"]) == {"no_sync", "first_call", "data_in_timed_region", "single_run",
+                                 "mean_with_cold_start", "one_thread", "hot_cache"}
+    for key, d in rec["demos"].items():
+        assert d["shape"] and d["mistake"]
+        for side in ("wrong", "honest"):
+            t = d[side]
+            assert t["median"] > 0 and math.isfinite(t["median"]) and t["iqr"] >= 0, (key, side)
+            assert t["samples"] >= 1 and t["method"]
+        assert d["wrong"]["method"].startswith("WRONG"), key
+        assert not d["honest"]["method"].startswith("WRONG"), key
+
+
+def test_show_source_and_sizes():
+    code = L.show_source(L.broken_benchmark)
+    assert "def broken_benchmark(fn, sync" in code.data
+    s = L.sizes("cpu")
+    assert s.matmul <= 1024 and s.rotate_bytes >= 64 * s.cache_bytes
+
+
+def test_compare_rejects_a_non_function():
+    with pytest.raises(ValueError, match="needs a function"):
+        L.compare(torch.randn(3))
+
+
+# --- the committed notebooks ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_committed_executed_in_order_without_errors_or_paths(path):
+    nb = nbformat.read(path, as_version=4)
+    counts = [c.execution_count for c in nb.cells if c.cell_type == "code"]
+    assert counts == list(range(1, len(counts) + 1)), "run Restart & Run All before committing"
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for out in cell.outputs:
+            assert out.output_type != "error", cell.source[:80]
+            text = json.dumps(out.get("text", "")) + json.dumps(out.get("data", {}).get("text/plain", ""))
+            assert "/work/" not in text and "/tmp/" not in text and "/home/" not in text, cell.source[:80]
+
+
+# --- GPU claim tests (skipped without CUDA by conftest.py) ------------------------------------
+
+
+@pytest.mark.gpu
+def test_gpu_no_sync_reports_the_launches_not_the_kernels():
+    a = torch.randn(8192, 8192, device="cuda")
+    wrong = timing.wrong_no_sync(torch.mm, a, a, repeats=10)
+    honest = timing.measure(torch.mm, a, a)
+    assert wrong.median * 5 <= honest.median, (wrong, honest)
+
+
+@pytest.mark.gpu
+def test_gpu_first_call_reports_more_than_the_harness():
+    d = L.demo_first_call("cuda", n=4096)
+    assert d.wrong.median > d.honest.median, str(d)
+
+
+@pytest.mark.gpu
+def test_gpu_checker_agrees_with_the_harness_on_a_real_kernel():
+    v = L.check_exercise(solution)
+    assert v.passed and v.checks[-1][1] is True, str(v)
+    v = L.check_exercise(no_sync)
+    assert v.checks[-1][1] is False, str(v)
