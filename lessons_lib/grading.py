@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+GPU_TAG = "[GPU]"
+
 
 @dataclass
 class Verdict:
@@ -21,6 +23,15 @@ class Verdict:
 
     def skip(self, name: str, why: str) -> None:
         self.checks.append((name, None, why))
+
+    def on_gpu(self, name: str, ok: bool | None, detail: str = "") -> None:
+        """A machine-dependent check: `ok=None` skips it (no GPU). Its line starts with "[GPU]"
+        so that nbval's sanitizer can blank it when a notebook runs on a GPU."""
+        name = f"{GPU_TAG} {name}"
+        if ok is None:
+            self.skip(name, detail or "no CUDA GPU here; the other checks do not depend on the machine")
+        else:
+            self.check(name, ok, detail)
 
     @property
     def passed(self) -> bool:

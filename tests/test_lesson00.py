@@ -159,7 +159,7 @@ BROKEN_VERDICT = """Exercise 00: an honest benchmark:
   ✗ cold start: first call 100 ms, then 5 ms a call (reports too much: warm up before you start the clock)
   ✗ rare outliers: 5 ms a call, about 1 call in 25 takes 100 ms (reports too much: take the median of many timed calls, not the mean or one call)
   ✗ asynchronous: each call queues 5 ms of work and returns at once (reports too little: call sync() before you stop the clock)
-  – real GPU: agrees with timing.measure on a 4096×4096 matmul (no CUDA GPU here)
+  – [GPU] agrees with timing.measure on a 4096×4096 matmul (no CUDA GPU here; the other checks do not depend on the machine)
 Not yet: fix the ✗ lines and run the checker again."""
 
 
