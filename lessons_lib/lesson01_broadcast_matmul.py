@@ -185,7 +185,7 @@ def check_exercise(fn) -> Verdict:
         xs, Ws = torch.randn(64, 256, 1024, device="cuda"), torch.randn(16, 64, 1024, device="cuda")
         slow = measure(exercise_starter, xs, Ws).median
         fast = measure(fn, xs, Ws).median
-        v.check("at least 2× faster than the starter on this GPU", slow / fast >= 2, f"{slow / fast:.1f}×")
+        v.on_gpu("at least 2× faster than the starter", slow / fast >= 2, f"{slow / fast:.1f}×")
     else:
-        v.skip("timing on a GPU", "no CUDA here; the checks above do not depend on the machine")
+        v.on_gpu("at least 2× faster than the starter", None)
     return v
