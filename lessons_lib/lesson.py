@@ -58,12 +58,31 @@ class Lesson:
     validate: Callable[[dict], None] | None = None  # domain checks beyond ranges
     compare: tuple[str, str] | None = None  # the pair whose crossover a sweep marks
     odd_shapes: list[dict] = field(default_factory=list)  # extra shapes the checks cover
+    # What one call of a variant is: step(fn, *inputs) -> a tensor or a tuple of tensors. Default
+    # fn(*inputs). A training lesson passes forward + backward here; timing, traces and the
+    # correctness check all go through it, and check_correct compares every tensor it returns.
+    step: Callable[..., object] | None = None
+    # Optional numbers beyond time, per variant: metrics(fn, *inputs) -> {"name (unit)": value}.
+    # Lesson.run records them on the run's inputs; the explorer tabulates and plots them.
+    metrics: Callable[..., dict[str, float]] | None = None
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
             if v.name == name:
                 return v
         raise ValueError(f"No variant {name!r}; choose one of {[v.name for v in self.variants]}.")
+
+    def call(self, fn: Callable) -> Callable:
+        """`fn` as one call of this lesson: `step(fn, *inputs)`, or `fn` itself without a step."""
+        if self.step is None:
+            return fn
+        step = self.step
+
+        def one_step(*inputs):
+            return step(fn, *inputs)
+
+        one_step.__name__ = getattr(fn, "__name__", "step")
+        return one_step
 
     def defaults(self, device: torch.device | str | None = None) -> dict:
         dev = pick(device)
@@ -101,8 +120,9 @@ class Lesson:
     def check_correct(self, shapes: list[dict] | None = None, device="cpu", dtype=torch.float32, seed=None) -> list[tuple]:
         """Every variant against the float64 reference, on fresh random inputs at each shape.
 
-        The reference is the baseline variant run in float64. Returns rows
-        (variant, shape, relative error, tolerance, ok).
+        The reference is the baseline variant run in float64. With a `step`, every tensor the
+        step returns (an output and gradients, say) is compared, and the worst counts. Returns
+        rows (variant, shape, relative error, tolerance, ok).
         """
         dev = torch.device(device)
         shapes = shapes or [self.defaults(dev), *self.odd_shapes]
@@ -113,11 +133,11 @@ class Lesson:
             if gen is not None:
                 torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=gen)))
             inputs = self.make_inputs(full, dev, dtype)
-            ref = self.variant(self.baseline).fn(*(_as64(t) for t in inputs))
+            ref = _flat(self.call(self.variant(self.baseline).fn)(*(_as64(t) for t in inputs)))
             tol = _RTOL.get(dtype, 1e-2) * max(self.reduction(full), 1) ** 0.5 * 4
             for v in self.variants:
-                out = v.fn(*inputs)
-                err = ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+                out = _flat(self.call(v.fn)(*inputs))
+                err = _rel_error(out, ref)
                 rows.append((v.name, full, err, tol, err <= tol))
         return rows
 
@@ -141,7 +161,7 @@ class Lesson:
         """Each variant's op trace at `params`, on `meta`: any shape, nothing allocated."""
         full = {**self.defaults("cpu"), **params}
         inputs = on_meta(*self.make_inputs(full, torch.device("meta"), dtype))
-        return {v.name: trace_ops(v.fn, *inputs) for v in self.variants}
+        return {v.name: trace_ops(self.call(v.fn), *inputs) for v in self.variants}
 
     def work_table(self, params: dict, dtype: torch.dtype = torch.float32) -> str:
         """Per variant: launches, GEMMs, copies, new memory, bytes moved and FLOPs (from traces)."""
@@ -161,13 +181,17 @@ class Lesson:
         dev = pick(device)
         full = self.check(params, dev, dtype)
         names = variants or [v.name for v in self.variants]
-        timings = {}
+        timings, metrics = {}, {}
         with oom_guard(dev, what=f"{self.title} at {_fmt_params(full)}"):
             inputs = self.make_inputs(full, dev, dtype)
             for name in names:
-                timings[name] = timing.measure(self.variant(name).fn, *inputs, label=name, min_run_time=min_run_time)
+                fn = self.variant(name).fn
+                timings[name] = timing.measure(self.call(fn), *inputs, label=name, min_run_time=min_run_time)
+                if self.metrics is not None:
+                    metrics[name] = dict(self.metrics(fn, *inputs))
             del inputs
-        return Run(self.key, full, str(dtype).replace("torch.", ""), dev.type, timings, self.work(full, dtype))
+        return Run(self.key, full, str(dtype).replace("torch.", ""), dev.type, timings, self.work(full, dtype),
+                   metrics)
 
     def sweep(self, param: str, values: list[int], base: dict | None = None, device=None, dtype=torch.float32,
               variants=None, min_run_time=0.1, progress=True, on_step=None) -> "Sweep":
@@ -197,9 +221,14 @@ class Run:
     device: str
     timings: dict[str, timing.Timing]
     work: dict[str, roofline.Work]
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # variant -> {"name (unit)": value}
 
     def table(self, baseline: str | None = None) -> str:
         return timing.table(list(self.timings.values()), baseline)
+
+    def metrics_table(self) -> str:
+        """The lesson's metrics (if it declares any), one variant a line; "" when there are none."""
+        return metrics_table(self.metrics)
 
     def floors(self, peaks: roofline.Peaks) -> dict[str, float]:
         return {n: peaks.floor(self.work[n]) for n in self.timings}
@@ -220,6 +249,25 @@ class Sweep:
         names = self.runs[0].timings.keys()
         return {n: [r.timings[n].iqr for r in self.runs] for n in names}
 
+    def metric_series(self) -> dict[str, dict[str, list[float]]]:
+        """{metric: {variant: one value per swept value}}; empty when the lesson has no metrics."""
+        first = self.runs[0].metrics
+        names = list(dict.fromkeys(m for per in first.values() for m in per))
+        return {m: {v: [r.metrics[v][m] for r in self.runs] for v in first} for m in names}
+
+
+def metrics_table(metrics: dict[str, dict[str, float]]) -> str:
+    """{variant: {metric: value}} as a fixed-width table (values to 3 significant figures)."""
+    if not metrics:
+        return ""
+    names = list(dict.fromkeys(m for per in metrics.values() for m in per))
+    rows = [("variant", *names)]
+    rows += [(v, *(f"{per[m]:.3g}" if m in per else "-" for m in names)) for v, per in metrics.items()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
 
 def crossover(values: list[int], a: list[float], b: list[float]) -> int | None:
     """The first value at which series `a` stops being slower than `b` (or vice versa)."""
@@ -227,6 +275,23 @@ def crossover(values: list[int], a: list[float], b: list[float]) -> int | None:
         if (a[i - 1] > b[i - 1]) != (a[i] > b[i]):
             return values[i]
     return None
+
+
+def _flat(result) -> list[torch.Tensor]:
+    return [t for t in (result if isinstance(result, (tuple, list)) else (result,)) if isinstance(t, torch.Tensor)]
+
+
+def _rel_error(outs: list[torch.Tensor], refs: list[torch.Tensor]) -> float:
+    """The worst relative error over paired tensors (inf if their number or shapes differ)."""
+    if len(outs) != len(refs):
+        return float("inf")
+    err = 0.0
+    for out, ref in zip(outs, refs):
+        if out.shape != ref.shape:  # broadcasting would hide a wrong shape
+            return float("inf")
+        if ref.numel():
+            err = max(err, ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item())
+    return err
 
 
 def _as64(t):
@@ -245,4 +310,5 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, leave=False)
 
 
-__all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "crossover", "DTYPES", "DoesNotFit", "fmt_bytes"]
+__all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "crossover", "metrics_table", "DTYPES", "DoesNotFit",
+           "fmt_bytes"]

@@ -442,3 +442,144 @@ def _replay_cpu_events(prof, rows: list[Row]) -> tuple[int, int] | None:
 def peaks(fn: Callable, *args, **kwargs) -> Peaks:
     """Forward, backward and whole-step peaks of one step (and CUDA's reserved): see `timeline`."""
     return timeline(fn, *args, **kwargs).peaks()
+
+
+class Measured(NamedTuple):
+    """A step's memory measured only, in bytes beyond what was held before it (None: unmeasurable)."""
+
+    forward: int | None  # peak during the forward
+    backward: int | None  # peak during the backward (what it starts from included)
+    after_forward: int | None  # current once the forward is done
+
+
+_PHASES = ("lessons_lib.memory.forward", "lessons_lib.memory.backward")
+
+
+def measured_peaks(fn: Callable, *args, backward: bool = True, **kwargs) -> Measured:
+    """Peaks of one step, `fn(*args, **kwargs)` then `.sum().backward()`, measured and not predicted.
+
+    `timeline` runs `fn` under a dispatch mode, and some code changes under one: a function
+    from `torch.compile` falls back to eager. This measures with nothing in the way: the CUDA
+    allocator's counters, or on CPU the profiler's memory events. One untimed warm-up step runs
+    first (it compiles a compiled function). On `meta` nothing is measured: all three are None.
+    """
+    tensors = _tensors((args, kwargs))
+    device = tensors[0].device if tensors else torch.device("cpu")
+    if device.type not in ("cuda", "cpu"):
+        return Measured(None, None, None)
+    _warm_up(fn, args, kwargs, backward)
+    leaves = [t for t in tensors if t.requires_grad and t.is_leaf]
+    old_grads = [t.grad for t in leaves]
+    for t in leaves:
+        t.grad = None
+    try:
+        if device.type == "cuda":
+            return _measure_cuda(fn, args, kwargs, backward, device)
+        return _measure_cpu(fn, args, kwargs, backward)
+    finally:
+        for t, g in zip(leaves, old_grads):
+            t.grad = g
+
+
+def _measure_cuda(fn, args, kwargs, backward, device) -> Measured:
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    out = fn(*args, **kwargs)
+    loss = _loss(out) if backward else None
+    torch.cuda.synchronize(device)
+    fwd, after = torch.cuda.max_memory_allocated(device) - base, torch.cuda.memory_allocated(device) - base
+    bwd = None
+    if loss is not None:
+        torch.cuda.reset_peak_memory_stats(device)
+        loss.backward()
+        torch.cuda.synchronize(device)
+        bwd = torch.cuda.max_memory_allocated(device) - base
+    del out, loss
+    return Measured(fwd, bwd, after)
+
+
+def _measure_cpu(fn, args, kwargs, backward) -> Measured:
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+    with prof:
+        with torch.profiler.record_function(_PHASES[0]):
+            out = fn(*args, **kwargs)
+            loss = _loss(out) if backward else None
+        with torch.profiler.record_function(_PHASES[1]):
+            if loss is not None:
+                loss.backward()
+        del out, loss
+    try:
+        events = prof.profiler.kineto_results.events()
+    except AttributeError:
+        return Measured(None, None, None)
+    ns = bool(events) and hasattr(events[0], "start_ns")
+
+    def start(e) -> int:
+        return e.start_ns() if ns else e.start_us() * 1000
+
+    marks = [start(e) for e in events if e.name() == _PHASES[1]]
+    if not marks:
+        return Measured(None, None, None)
+    boundary = marks[0]
+    mem = sorted((start(e), e.nbytes()) for e in events
+                 if e.name() == "[memory]" and str(e.device_type()).endswith("CPU"))
+    total, fwd, after, bwd = 0, 0, None, 0
+    for t, nbytes in mem:
+        if t >= boundary and after is None:
+            after = bwd = total
+        total += nbytes
+        if after is None:
+            fwd = max(fwd, total)
+        else:
+            bwd = max(bwd, total)
+    if after is None:
+        after = bwd = total
+    return Measured(fwd, bwd if backward else None, after)
+
+
+def graph(out) -> str:
+    """The autograd graph behind `out`, from the output back to the leaves, one node a line,
+    with the tensors each node saved for backward (shape, dtype and the size of their storage).
+
+    A node reached twice is printed once. Deterministic, so nbval can compare it; use `ledger`
+    to learn which saved tensors are new memory.
+    """
+    lines: list[str] = []
+    seen: dict[object, int] = {}
+
+    def saved(node) -> str:
+        parts = []
+        slots = sorted(a for a in dir(node) if a.startswith("_saved_"))
+        slots += ["saved_tensors"] if hasattr(type(node), "saved_tensors") else []
+        for slot in slots:
+            with contextlib.suppress(RuntimeError, AttributeError):
+                value = getattr(node, slot)
+                for i, t in enumerate(value if isinstance(value, tuple) else (value,)):
+                    if isinstance(t, torch.Tensor):
+                        name = slot.replace("_saved_", "", 1) + (f"[{i}]" if isinstance(value, tuple) else "")
+                        shape = "x".join(map(str, t.shape)) or "scalar"
+                        dtype = str(t.dtype).replace("torch.", "")
+                        parts.append(f"{name} {shape} {dtype} ({fmt_bytes(_storage(t)[1])})")
+        return ("   saves " + ", ".join(parts)) if parts else ""
+
+    def walk(node, prefix: str, last: bool, root: bool) -> None:
+        branch = "" if root else ("└─ " if last else "├─ ")
+        name = type(node).__name__
+        if node in seen:
+            lines.append(f"{prefix}{branch}{name} (see line {seen[node]})")
+            return
+        seen[node] = len(lines) + 1
+        extra = ""
+        if hasattr(node, "variable"):
+            extra = f"   leaf {'x'.join(map(str, node.variable.shape)) or 'scalar'}"
+        lines.append(f"{prefix}{branch}{name}{extra}{saved(node)}")
+        children = [n for n, _ in node.next_functions if n is not None]
+        inner = prefix + ("" if root else ("   " if last else "│  "))
+        for i, child in enumerate(children):
+            walk(child, inner, i == len(children) - 1, False)
+
+    roots = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
+    for r in roots:
+        walk(r, "", True, True)
+    return "\n".join(lines) if lines else "(no autograd graph: nothing here requires grad)"

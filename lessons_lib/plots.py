@@ -93,3 +93,42 @@ def samples(timings, title: str = "", ax=None):
     ax.set_title(title)
     ax.legend(fontsize=8)
     return fig
+
+
+def quantity_bars(values: dict[str, float], xlabel: str, title: str = "", ax=None):
+    """One bar per variant for a quantity that is not a time; `xlabel` names it with its unit."""
+    fig, ax = _axes(ax, (7, 0.5 + 0.45 * len(values)))
+    ys = range(len(values))
+    ax.barh(ys, list(values.values()), color="tab:orange", alpha=0.8)
+    ax.set_yticks(list(ys), list(values))
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    return fig
+
+
+def lines(values, series: dict[str, list[float]], xlabel: str, ylabel: str, title: str = "", ax=None,
+          logy: bool = True):
+    """A quantity that is not a time against one shape parameter, one line per variant."""
+    fig, ax = _axes(ax)
+    for name, ys in series.items():
+        ax.plot(values, ys, marker="o", ms=3, label=name)
+    if logy and all(y > 0 for ys in series.values() for y in ys):
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def panels(n: int, size=(6.0, 3.0)):
+    """A figure with `n` axes, two a row, for a time plot and the lesson's other quantities."""
+    cols = 1 if n == 1 else 2
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), layout="constrained",
+                             squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.remove()
+    return fig, flat[:n]

@@ -38,8 +38,8 @@ class Explorer:
         dt = _dtype(dtype)
         run = self.lesson.run(params, dev, dt, min_run_time=self.min_run_time)
         floors = run.floors(roofline.measure_peaks(dev, dt))
-        fig = plots.bars(list(run.timings.values()), floors,
-                         title=f"{self.lesson.title}: {_shape_str(run.params)}, {dtype}, {describe(dev).name}")
+        fig = _bars_with_metrics(list(run.timings.values()), floors, run.metrics,
+                                 f"{self.lesson.title}: {_shape_str(run.params)}, {dtype}, {describe(dev).name}")
         return run, fig
 
     def sweep(self, param: str, values: list[int] | None = None, dtype: str = "float32", device=None,
@@ -52,8 +52,8 @@ class Explorer:
                                progress=on_step is None, on_step=on_step)
         meds = sw.medians()
         cross = _crossover(self.lesson, values, meds)
-        fig = plots.sweep(values, meds, sw.iqrs(), xlabel=self.lesson.param(param).label, crossover=cross,
-                          title=f"{self.lesson.title} on {describe(dev).name}, {dtype}")
+        fig = _sweep_with_metrics(values, meds, sw.iqrs(), sw.metric_series(), self.lesson.param(param).label,
+                                  cross, f"{self.lesson.title} on {describe(dev).name}, {dtype}")
         return sw, fig
 
     def replay(self, recorded: results.Recorded):
@@ -65,13 +65,15 @@ class Explorer:
             ts = [Timing(n, v["median"], v["iqr"], [], v.get("calls_per_sample", 1), v.get("method", ""), "recorded")
                   for n, v in head["variants"].items()]
             floors = {n: v["floor"] for n, v in head["variants"].items() if "floor" in v}
-            figs.append(plots.bars(ts, floors, title=f"{recorded.short()}: {_shape_str(head['params'])}, {head['dtype']}"))
+            figs.append(_bars_with_metrics(ts, floors, head.get("metrics", {}),
+                                           f"{recorded.short()}: {_shape_str(head['params'])}, {head['dtype']}"))
         for sw in data.get("sweeps", {}).values():
             meds = {n: v["median"] for n, v in sw["variants"].items()}
             iqrs = {n: v["iqr"] for n, v in sw["variants"].items()}
             cross = _crossover(self.lesson, sw["values"], meds)
-            figs.append(plots.sweep(sw["values"], meds, iqrs, xlabel=self.lesson.param(sw["param"]).label,
-                                    crossover=cross, title=f"{recorded.short()}, {sw['dtype']}"))
+            figs.append(_sweep_with_metrics(sw["values"], meds, iqrs, sw.get("metrics", {}),
+                                            self.lesson.param(sw["param"]).label, cross,
+                                            f"{recorded.short()}, {sw['dtype']}"))
         return figs
 
     # --- the widget ----------------------------------------------------------------------
@@ -149,7 +151,7 @@ class Explorer:
 
     def _do_run(self):
         run, fig = self.run(self.dtype_w.value, self.device_w.value, **self._params())
-        return [fig, run.table(self.lesson.baseline)]
+        return [fig, run.table(self.lesson.baseline)] + ([run.metrics_table()] if run.metrics else [])
 
     def _do_sweep(self):
         def step(i, n):
@@ -165,6 +167,31 @@ class Explorer:
             return ["Press Run or Sweep to measure on this machine."]
         rec = self._recorded[self.source_w.value]
         return [rec.label(), *self.replay(rec)]
+
+
+def _bars_with_metrics(timings, floors, metrics: dict, title: str):
+    """The timing bars; beside them, one panel per lesson metric (recorded as {variant: {metric: value}})."""
+    if not metrics:
+        return plots.bars(timings, floors, title=title)
+    names = list(dict.fromkeys(m for per in metrics.values() for m in per))
+    fig, axes = plots.panels(1 + len(names))
+    plots.bars(timings, floors, title="time per call", ax=axes[0])
+    for ax, m in zip(axes[1:], names):
+        plots.quantity_bars({v: per[m] for v, per in metrics.items() if m in per}, m, title=m, ax=ax)
+    fig.suptitle(title)
+    return fig
+
+
+def _sweep_with_metrics(values, meds, iqrs, series: dict, xlabel: str, cross, title: str):
+    """The timing sweep; beside it, one panel per lesson metric ({metric: {variant: [values]}})."""
+    if not series:
+        return plots.sweep(values, meds, iqrs, xlabel=xlabel, crossover=cross, title=title)
+    fig, axes = plots.panels(1 + len(series))
+    plots.sweep(values, meds, iqrs, xlabel=xlabel, crossover=cross, title="time per call", ax=axes[0])
+    for ax, (m, per_variant) in zip(axes[1:], series.items()):
+        plots.lines(values, per_variant, xlabel=xlabel, ylabel=m, title=m, ax=ax)
+    fig.suptitle(title)
+    return fig
 
 
 def _dtype(name: str) -> torch.dtype:
