@@ -533,10 +533,9 @@ def check_exercise(fn) -> Verdict:
         xs = torch.randn(B, T, G * D, device="cuda", requires_grad=True)
         Ws = torch.randn(G, D, D, device="cuda", requires_grad=True)
         m = memory.measured_peaks(fn, xs, Ws)
-        v.check("measured backward peak on this GPU at most 4 copies of x", m.backward <= 4 * act,
-                fmt_bytes(m.backward))
+        v.on_gpu("measured backward peak at most 4 copies of x", m.backward <= 4 * act, fmt_bytes(m.backward))
     else:
-        v.skip("measured on a GPU", "no CUDA here; the checks above are predicted and hold on every machine")
+        v.on_gpu("measured backward peak at most 4 copies of x", None)
     return v
 
 

@@ -12,6 +12,8 @@ Storages, not tensors, cost memory: two views of one tensor are counted once.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
@@ -24,6 +26,34 @@ from .device import fmt_bytes
 from .trace import Op, OpTrace, _Recorder
 
 _MARK = "lessons_lib.memory.op"  # profiler range around each op, to place CPU memory events
+
+
+@contextlib.contextmanager
+def _quiet_fd2():
+    """Send file descriptor 2 to /dev/null: recent torch's profiler writes its start/stop log lines
+    there from C++, where neither Python nor KINETO_LOG_LEVEL can reach them."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextlib.contextmanager
+def _cpu_memory_profiler():
+    """The CPU profiler with memory events, started and stopped without its log lines."""
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_fd2():
+        prof.__enter__()
+    try:
+        yield prof
+    finally:
+        with _quiet_fd2():
+            prof.__exit__(None, None, None)
 
 
 def _tensors(tree) -> list[torch.Tensor]:
@@ -359,11 +389,9 @@ def timeline(fn: Callable, *args, backward: bool = True, measure: bool = True, *
     for t in leaves:
         t.grad = None  # so that a re-run allocates the same way instead of accumulating
     measured = None
-    prof = None
-    if cpu:  # the CPU has no allocator counter; the profiler sees every allocation and free
-        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+    # The CPU has no allocator counter; the profiler sees every allocation and free.
     try:
-        with prof if prof is not None else contextlib.nullcontext(), tracker:
+        with _cpu_memory_profiler() if cpu else contextlib.nullcontext() as prof, tracker:
             out = fn(*args, **kwargs)
             loss = _loss(out) if backward else None
             if cuda:
@@ -500,8 +528,7 @@ def _measure_cuda(fn, args, kwargs, backward, device) -> Measured:
 
 
 def _measure_cpu(fn, args, kwargs, backward) -> Measured:
-    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
-    with prof:
+    with _cpu_memory_profiler() as prof:
         with torch.profiler.record_function(_PHASES[0]):
             out = fn(*args, **kwargs)
             loss = _loss(out) if backward else None
