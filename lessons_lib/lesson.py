@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from . import roofline, timing
+from .display import text_table
 from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, oom_guard, pick
 from .trace import OpTrace, on_meta, trace_ops
 
@@ -171,10 +172,7 @@ class Lesson:
             gemms = f"{len(t.gemms)} (batch {gemm_batches})" if t.gemms else "0"
             rows.append((name, str(len(t.compute_ops)), gemms, fmt_bytes(sum(op.alloc_bytes for op in t.copies)),
                          fmt_bytes(t.alloc_bytes), fmt_bytes(t.moved_bytes), f"{t.flops / 1e9:.2f}"))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
-        lines.insert(1, "-" * len(lines[0]))
-        return "\n".join(lines)
+        return text_table(rows, numbers=True)
 
     def run(self, params: dict, device=None, dtype=torch.float32, variants=None, min_run_time=0.2) -> "Run":
         """Time each variant at one shape with the harness; refuses shapes that don't fit."""
@@ -263,10 +261,7 @@ def metrics_table(metrics: dict[str, dict[str, float]]) -> str:
     names = list(dict.fromkeys(m for per in metrics.values() for m in per))
     rows = [("variant", *names)]
     rows += [(v, *(f"{per[m]:.3g}" if m in per else "-" for m in names)) for v, per in metrics.items()]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)
+    return text_table(rows, numbers=True)
 
 
 def crossover(values: list[int], a: list[float], b: list[float]) -> int | None:

@@ -21,6 +21,7 @@ from torch.utils.checkpoint import checkpoint
 from . import device as _device
 from . import memory, results, roofline, timing
 from .device import fmt_bytes
+from .display import text_table
 from .grading import Verdict
 from .lesson import Lesson, Param, Variant, metrics_table
 from .trace import on_meta
@@ -226,7 +227,7 @@ def reproduce_table(params: dict = SEED_SHAPE) -> str:
             n = allocated_after_forward(fn, x, W)
             posted = f"{POSTED[name]:,}" if grad and params == SEED_SHAPE else ""
             rows.append((name, "yes" if grad else "no", f"{n:,} B ({fmt_bytes(n)})", posted))
-    return _table(rows)
+    return text_table(rows, numbers=True)
 
 
 def measure_reproduction(device="cuda") -> dict[str, int] | None:
@@ -282,7 +283,7 @@ def requires_grad_table(fn=broadcast_matmul, params: dict = SEED_SHAPE) -> str:
         big_s = f"{big[0]} {'x'.join(map(str, big[1]))} ({fmt_bytes(big[2])})" if big else "-"
         rows.append((f["requires grad"], *(fmt_bytes(f[k]) for k in ("saved", "after forward", "forward peak",
                                                                       "backward peak")), big_s))
-    return _table(rows)
+    return text_table(rows, numbers=True)
 
 
 def memory_table(params: dict = SEED_SHAPE, variants: list | None = None) -> str:
@@ -295,7 +296,7 @@ def memory_table(params: dict = SEED_SHAPE, variants: list | None = None) -> str
         p = memory.timeline(v.fn, x, W).peaks()
         rows.append((v.name, fmt_bytes(saved), fmt_bytes(p.after_forward.predicted), fmt_bytes(p.forward.predicted),
                      fmt_bytes(p.backward.predicted)))
-    return _table(rows)
+    return text_table(rows, numbers=True)
 
 
 def predicted_peaks(params: dict = SEED_SHAPE) -> dict[str, memory.Peaks]:
@@ -332,7 +333,7 @@ def depth_table(params: dict = SEED_SHAPE, layers: int = 4) -> str:
         saved = memory.ledger(deep, x, W).total_bytes
         p = memory.peaks(deep, x, W)
         rows.append((name, fmt_bytes(saved), fmt_bytes(p.after_forward.predicted), fmt_bytes(p.step.predicted)))
-    return _table(rows)
+    return text_table(rows, numbers=True)
 
 
 # --- torch.compile ----------------------------------------------------------------------------------
@@ -537,17 +538,6 @@ def check_exercise(fn) -> Verdict:
     else:
         v.on_gpu("measured backward peak at most 4 copies of x", None)
     return v
-
-
-# --- helpers --------------------------------------------------------------------------------------------
-
-
-def _table(rows: list[tuple]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-             for r in rows]
-    lines.insert(1, "-" * max(len(line) for line in lines))
-    return "\n".join(lines)
 
 
 __all__ = ["LESSON", "SEED_SHAPE", "POSTED", "broadcast_matmul", "einsum", "bmm_3d", "GroupedMatmul",

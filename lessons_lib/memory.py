@@ -23,6 +23,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._pytree import tree_flatten
 
 from .device import fmt_bytes
+from .display import text_table
 from .trace import Op, OpTrace, _Recorder
 
 _MARK = "lessons_lib.memory.op"  # profiler range around each op, to place CPU memory events
@@ -167,12 +168,11 @@ class Ledger:
                 memory += f", same storage as row {e.same_as}"
             shape = "x".join(map(str, e.shape)) or "scalar"
             rows.append((str(i), e.node, e.slot, shape, e.dtype, fmt_bytes(e.bytes), memory))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        rule = "-" * max(len(line) for line in lines)
+        table = text_table(rows)
+        rule = table.splitlines()[1]
         n = sum(e.counted for e in self.entries)
         total = f"new memory saved for backward: {fmt_bytes(self.total_bytes)} ({self.total_bytes} bytes)"
-        return "\n".join([lines[0], rule, *lines[1:], rule, f"{total} in {n} storage{'s' * (n != 1)}"])
+        return "\n".join([table, rule, f"{total} in {n} storage{'s' * (n != 1)}"])
 
     def __repr__(self) -> str:
         return self.table()

@@ -15,6 +15,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from .display import text_table
+
 # Ops that return a view although their schema does not say so.
 _UNDECLARED_VIEWS = {"_unsafe_view", "_reshape_alias", "alias", "lift_fresh"}
 GEMM_OPS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "_grouped_mm"}
@@ -117,10 +119,7 @@ class OpTrace:
             outs = " , ".join("x".join(map(str, s)) or "scalar" for s in op.out_shapes)
             mem = "view" if op.is_view else _fmt(op.alloc_bytes)
             rows.append((op.name, ins, outs, mem))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        lines.insert(1, "-" * len(lines[0]))
-        return "\n".join(lines)
+        return text_table(rows)
 
     def summary(self) -> str:
         counts: dict[str, int] = {}
