@@ -6,6 +6,7 @@ describe it next to a number, and will this shape fit before I allocate it.
 from __future__ import annotations
 
 import contextlib
+import traceback
 import datetime
 import gc
 import os
@@ -206,22 +207,35 @@ def is_oom(err: BaseException) -> bool:
     return isinstance(err, types) or (isinstance(err, RuntimeError) and "out of memory" in str(err).lower())
 
 
-@contextlib.contextmanager
-def oom_guard(device: torch.device | str, what: str = "this shape"):
-    """Turn an out-of-memory error into DoesNotFit after freeing what the failed job held."""
-    try:
-        yield
-    except (RuntimeError, MemoryError) as err:
-        if not (is_oom(err) or isinstance(err, MemoryError)):
-            raise
-    else:
-        return
-    # Outside the except block, so the traceback (and the tensors it pins) is already gone.
-    free_memory(device)
-    raise DoesNotFit(
-        f"{what} ran out of {torch.device(device).type.upper()} memory. "
-        "The memory was freed and the kernel is fine; make a dimension smaller."
-    )
+class oom_guard:
+    """Turn an out-of-memory error into DoesNotFit after freeing what the failed job held.
+
+    Freeing needs more than `empty_cache`: the OOM's traceback pins every frame of the failed
+    step, and with them its tensors. So the frames are cleared first (their locals dropped),
+    then the cache is emptied, and the DoesNotFit carries no traceback of the OOM. Tensors that
+    live in the frame holding the `with` block itself cannot be cleared here: keep them in a
+    function called inside the block (Lesson.run does).
+    """
+
+    def __init__(self, device: torch.device | str, what: str = "this shape"):
+        self.device, self.what = device, what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, err, tb):
+        if err is None or not (is_oom(err) or isinstance(err, MemoryError)):
+            return False
+        traceback.clear_frames(tb)
+        err.__traceback__ = None
+        del err, tb
+        free_memory(self.device)
+        fresh = DoesNotFit(
+            f"{self.what} ran out of {torch.device(self.device).type.upper()} memory. "
+            "The memory was freed and the kernel is fine; make a dimension smaller."
+        )
+        fresh.__suppress_context__ = True
+        raise fresh
 
 
 def dtype_problem(dtype: torch.dtype, device: torch.device | str) -> str | None:
@@ -229,8 +243,9 @@ def dtype_problem(dtype: torch.dtype, device: torch.device | str) -> str | None:
     dev = torch.device(device)
     if dev.type == "cuda":
         major, _ = torch.cuda.get_device_capability(dev)
-        if dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
-            return f"{torch.cuda.get_device_name(dev)} has no bfloat16 support; use float16 or float32."
+        if dtype == torch.bfloat16 and not _bf16_hardware(dev):
+            return (f"{torch.cuda.get_device_name(dev)} has no bfloat16 hardware (compute capability {major}.x; "
+                    "bf16 needs 8.0+, and torch would only emulate it slowly); use float16 or float32.")
         if dtype == torch.float16 and major < 6:
             return "float16 matmul needs a GPU of compute capability 6.0 or newer; use float32."
         return None
@@ -240,6 +255,61 @@ def dtype_problem(dtype: torch.dtype, device: torch.device | str) -> str | None:
         except RuntimeError:
             return "This torch build has no float16 matmul on CPU; use float32 or bfloat16."
     return None
+
+
+def _bf16_hardware(dev: torch.device) -> bool:
+    """bf16 in hardware, not emulated: `is_bf16_supported()` counts emulation by default (True on a T4)."""
+    import inspect
+
+    fn = torch.cuda.is_bf16_supported
+    if "including_emulation" in inspect.signature(fn).parameters:
+        return bool(fn(including_emulation=False))
+    return torch.cuda.get_device_capability(dev)[0] >= 8
+
+
+def tf32_note(device: torch.device | str | None = None) -> str:
+    """One sentence: does a float32 matmul here run in TF32 (10-bit mantissa) or full float32?"""
+    dev = torch.device(device or "cpu")
+    precision = torch.get_float32_matmul_precision()
+    if dev.type != "cuda":
+        return f"float32 matmuls on {dev.type.upper()} run in full float32 (TF32 is a GPU tensor-core format)."
+    allowed = bool(torch.backends.cuda.matmul.allow_tf32) or precision != "highest"
+    major, _ = torch.cuda.get_device_capability(dev)
+    if major < 8:
+        return "This GPU has no TF32 (it needs compute capability 8.0+): float32 matmuls run in full float32."
+    if allowed:
+        return ("TF32 is ON for float32 matmuls here (float32_matmul_precision="
+                f"{precision!r}): faster, with a 10-bit mantissa; PyTorch's default is off ('highest').")
+    return ("TF32 is off for float32 matmuls (PyTorch's default, float32_matmul_precision='highest'); "
+            "torch.set_float32_matmul_precision('high') turns it on.")
+
+
+def last_level_cache_bytes(device: torch.device | str | None = None) -> int:
+    """The largest cache on `device`: a GPU's L2, or the CPU's last level (from sysfs).
+
+    Flush buffers and rotation sets are sized from it; 64 MiB is assumed when it can't be read."""
+    dev = torch.device(device or "cpu")
+    if dev.type == "cuda":
+        size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
+        return int(size) or 64 * 2**20
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            if entry.startswith("index"):
+                with open(os.path.join(base, entry, "size")) as f:
+                    best = max(best, _parse_size(f.read().strip()))
+    except OSError:
+        pass
+    return best or 64 * 2**20
+
+
+def _parse_size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.upper().rstrip("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text) if text.isdigit() else 0
 
 
 def compile_problem() -> str | None:

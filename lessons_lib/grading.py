@@ -7,9 +7,111 @@ every machine.
 """
 from __future__ import annotations
 
+import contextlib
+import math
+import signal
+import threading
 from dataclasses import dataclass, field
 
+import torch
+
 GPU_TAG = "[GPU]"
+READER_TIME_LIMIT = 20.0  # seconds one call of the reader's code may take before the checker gives up
+
+
+class TimeLimit(Exception):
+    """The reader's code ran past the checker's time limit."""
+
+
+def rel_error(outs, refs) -> float:
+    """The worst relative error over paired tensors: inf for NaN or inf anywhere, a wrong count,
+    shape or type (broadcasting would hide a wrong shape; `max` would hide a NaN)."""
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    refs = list(refs) if isinstance(refs, (tuple, list)) else [refs]
+    if len(outs) != len(refs):
+        return math.inf
+    err = 0.0
+    for out, ref in zip(outs, refs):
+        if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.device.type == "meta":
+            return math.inf
+        if not ref.numel():
+            continue
+        out = out.detach().double().cpu()
+        ref = ref.detach().double().cpu()
+        if not torch.isfinite(out).all():
+            return math.inf
+        e = ((out - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+        if not math.isfinite(e):
+            return math.inf
+        err = max(err, e)
+    return err
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Interrupt the block after `seconds` with TimeLimit (main thread on Unix; elsewhere no limit).
+
+    A reader's infinite loop must become a verdict line, not a hung kernel or a hung test run."""
+    usable = seconds and hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def _raise(_sig, _frame):
+        raise TimeLimit(f"still running after {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def call_reader(fn, *inputs, limit: float | None = None):
+    """Run the reader's `fn` on `inputs`; return (result, problem).
+
+    The inputs are copied first, so a solution that overwrites its input is caught (problem says so)
+    and the reference can be computed from the untouched copy. Anything the code does (raise, hang,
+    return garbage) comes back as `problem`, a one-line sentence, never as an exception.
+    """
+    before = [t.detach().clone() if isinstance(t, torch.Tensor) and t.device.type != "meta" else None
+              for t in inputs]
+    try:
+        with time_limit(limit or READER_TIME_LIMIT):
+            result = fn(*inputs)
+    except TimeLimit as err:
+        return None, f"your code was stopped: {err} (an endless loop?)"
+    except Exception as err:  # the reader's code: report it, never raise
+        return None, f"your code raised {type(err).__name__}: {_one_line(err)}"
+    for i, (t, old) in enumerate(zip(inputs, before)):
+        if old is not None and not torch.equal(t.detach(), old):
+            return result, f"your code changed input {i} in place; leave the inputs as they were"
+    return result, None
+
+
+def analyse_reader(analyse, make_inputs, limit: float | None = None):
+    """Run a structural analysis (op trace, saved-tensor ledger) of the reader's code.
+
+    It runs on `meta` tensors first (any shape, nothing allocated). Correct code may still need
+    real values there (`.item()`, a tensor made on the CPU): then it runs on small CPU tensors.
+    Returns (result, device used, problem); problem is a one-line sentence or None."""
+    problem = None
+    for device in ("meta", "cpu"):
+        try:
+            with time_limit(limit or READER_TIME_LIMIT):
+                return analyse(*make_inputs(device)), device, None
+        except TimeLimit as err:
+            return None, device, f"your code was stopped: {err} (an endless loop?)"
+        except Exception as err:  # the reader's code: report it, never raise
+            problem = f"could not trace your code ({type(err).__name__}: {_one_line(err)})"
+    return None, None, problem
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return (text[0] if text else "")[:200]
 
 
 @dataclass

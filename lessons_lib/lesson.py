@@ -8,14 +8,17 @@ explorer widget in `widgets.py`) is written once, here and in the toolkit.
 from __future__ import annotations
 
 import inspect
+import math
+import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
 from . import roofline, timing
 from .display import text_table
-from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, oom_guard, pick
+from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, has_cuda, oom_guard, pick
+from .grading import rel_error
 from .trace import OpTrace, on_meta, trace_ops
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -36,11 +39,28 @@ class Param:
         return self.gpu if device.type == "cuda" else self.cpu
 
 
+class Stopped(Exception):
+    """A run or sweep was stopped by its `stop` callback (the explorer's Stop button)."""
+
+
+class Check(NamedTuple):
+    """One row of `Lesson.check_correct`: a variant at one shape against the float64 reference."""
+
+    variant: str
+    params: dict
+    error: float  # worst relative error over every tensor the call returns (inf for NaN, inf or a wrong shape)
+    tol: float
+    ok: bool
+
+
 @dataclass
 class Variant:
     name: str
     fn: Callable[..., torch.Tensor]
     note: str = ""
+    # prepare(fn, *inputs) -> the callable to time. Runs outside the clock (compile, graph capture);
+    # Lesson.run reports its cost separately, in Run.prepare_seconds.
+    prepare: Callable[..., Callable] | None = None
 
     def source(self) -> str:
         return inspect.getsource(self.fn)
@@ -96,36 +116,58 @@ class Lesson:
         raise ValueError(f"{self.title} has no parameter {name!r}; it has {[p.name for p in self.params]}.")
 
     # --- checks at the door -------------------------------------------------------------
-    def check(self, params: dict, device: torch.device | str, dtype: torch.dtype) -> dict:
-        """Validate a full parameter set before anything is allocated; return it complete."""
-        dev = torch.device(device)
+    def check(self, params: dict, device: torch.device | str | None, dtype, memory: bool = True) -> dict:
+        """Validate a full parameter set, device and dtype before anything is allocated; return
+        the parameters complete. Every public entry point (run, sweep, work, traces) calls it;
+        `memory=False` skips the does-it-fit test (meta traces allocate nothing)."""
+        dev = check_device(device)
+        dtype = check_dtype(dtype)
+        if not isinstance(params, dict):
+            raise ValueError(f"Parameters must be a dict like {self.defaults('cpu')}, got {params!r}.")
+        unknown = set(params) - {p.name for p in self.params}
+        if unknown:
+            raise ValueError(f"Unknown parameter(s) {sorted(unknown)}; this lesson has {[p.name for p in self.params]}.")
         full = {**self.defaults(dev), **params}
         for p in self.params:
             v = full[p.name]
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"{p.label} must be a whole number, got {v!r}.")
+                raise ValueError(f"{p.label} ({p.name}) must be a whole number, got {v!r}.")
             if not p.lo <= v <= p.hi:
-                raise ValueError(f"{p.label} must be between {p.lo} and {p.hi}, got {v}.")
-        unknown = set(full) - {p.name for p in self.params}
-        if unknown:
-            raise ValueError(f"Unknown parameter(s) {sorted(unknown)}; this lesson has {[p.name for p in self.params]}.")
+                raise ValueError(f"{p.label} ({p.name}) must be between {p.lo} and {p.hi}, got {v}.")
         if self.validate:
             self.validate(full)
         problem = dtype_problem(dtype, dev)
         if problem:
             raise ValueError(problem)
-        check_fits(self.peak_bytes(full, dtype), dev, what=f"{self.title} at {_fmt_params(full)}")
+        if memory:
+            check_fits(self.peak_bytes(full, dtype), dev, what=f"{self.title} at {_fmt_params(full)}")
         return full
 
+    def variant_names(self, variants=None) -> list[str]:
+        """Validated variant names: None means all; one name may be passed as a string."""
+        if variants is None:
+            return [v.name for v in self.variants]
+        if isinstance(variants, str):
+            variants = [variants]
+        names = list(variants)
+        if not names:
+            raise ValueError(f"Choose at least one variant of {[v.name for v in self.variants]}.")
+        for n in names:
+            self.variant(n)  # raises with the valid names
+        return names
+
     # --- correctness --------------------------------------------------------------------
-    def check_correct(self, shapes: list[dict] | None = None, device="cpu", dtype=torch.float32, seed=None) -> list[tuple]:
+    def check_correct(self, shapes: list[dict] | None = None, device="cpu", dtype=torch.float32,
+                      seed=None) -> list[Check]:
         """Every variant against the float64 reference, on fresh random inputs at each shape.
 
-        The reference is the baseline variant run in float64. With a `step`, every tensor the
-        step returns (an output and gradients, say) is compared, and the worst counts. Returns
-        rows (variant, shape, relative error, tolerance, ok).
+        The reference is the baseline variant run in float64 on its own copy of the inputs, and
+        every variant gets a fresh copy too, so a variant that writes into its inputs cannot
+        change what the next one sees. With a `step`, every tensor the step returns (an output
+        and gradients, say) is compared, and the worst counts. NaN or inf anywhere fails.
         """
-        dev = torch.device(device)
+        dev = check_device(device)
+        dtype = check_dtype(dtype)
         shapes = shapes or [self.defaults(dev), *self.odd_shapes]
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         rows = []
@@ -135,22 +177,31 @@ class Lesson:
                 torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=gen)))
             inputs = self.make_inputs(full, dev, dtype)
             ref = _flat(self.call(self.variant(self.baseline).fn)(*(_as64(t) for t in inputs)))
-            tol = _RTOL.get(dtype, 1e-2) * max(self.reduction(full), 1) ** 0.5 * 4
+            tol = self.tolerance(full, dtype, dev)
             for v in self.variants:
-                out = _flat(self.call(v.fn)(*inputs))
-                err = _rel_error(out, ref)
-                rows.append((v.name, full, err, tol, err <= tol))
+                out = _flat(self.call(v.fn)(*_fresh(inputs)))
+                err = rel_error(out, ref)
+                rows.append(Check(v.name, full, err, tol, err <= tol))
         return rows
 
-    def correctness_report(self, rows: list[tuple]) -> str:
+    def tolerance(self, params: dict, dtype: torch.dtype, device=None) -> float:
+        """Relative tolerance against float64, scaled by sqrt(reduction length). float32 matmuls
+        may run in TF32 on a GPU (10-bit mantissa) when the reader allows it: then fp16's bound holds."""
+        dt = dtype
+        if dtype == torch.float32 and torch.device(device or "cpu").type == "cuda" and _tf32_allowed():
+            dt = torch.float16
+        return _RTOL.get(dt, 1e-2) * max(self.reduction(params), 1) ** 0.5 * 4
+
+    def correctness_report(self, rows: list[Check]) -> str:
         """A verdict that does not depend on the machine (nbval compares it)."""
-        bad = [r for r in rows if not r[4]]
-        shapes = len({tuple(sorted(r[1].items())) for r in rows})
-        names = sorted({r[0] for r in rows})
+        bad = [r for r in rows if not r.ok]
+        shapes = len({tuple(sorted(r.params.items())) for r in rows})
+        names = sorted({r.variant for r in rows})
         if not bad:
             return f"✓ all {len(names)} variants match the float64 reference at {shapes} shapes: {', '.join(names)}"
         lines = [f"✗ {len(bad)} mismatches:"]
-        lines += [f"  {n} at {_fmt_params(s)}: relative error {e:.2e} > {t:.1e}" for n, s, e, t, _ in bad]
+        lines += [f"  {r.variant} at {_fmt_params(r.params)}: relative error {r.error:.2e} > {r.tol:.1e}"
+                  + (" (NaN, inf or a wrong shape)" if math.isinf(r.error) else "") for r in bad]
         return "\n".join(lines)
 
     # --- work and timing ----------------------------------------------------------------
@@ -160,13 +211,17 @@ class Lesson:
 
     def traces(self, params: dict, dtype: torch.dtype = torch.float32) -> dict[str, "OpTrace"]:
         """Each variant's op trace at `params`, on `meta`: any shape, nothing allocated."""
-        full = {**self.defaults("cpu"), **params}
+        dtype = check_dtype(dtype)
+        full = self.check(params, "cpu", dtype, memory=False)
         inputs = on_meta(*self.make_inputs(full, torch.device("meta"), dtype))
         return {v.name: trace_ops(self.call(v.fn), *inputs) for v in self.variants}
 
     def work_table(self, params: dict, dtype: torch.dtype = torch.float32) -> str:
-        """Per variant: launches, GEMMs, copies, new memory, bytes moved and FLOPs (from traces)."""
-        rows = [("variant", "launches", "GEMMs", "copies", "new memory", "bytes moved", "GFLOP")]
+        """Per variant: launches, GEMMs, copies, new memory, bytes the ops touch and FLOPs (from traces).
+
+        Dispatch-level counts: what the ops ask for, not DRAM traffic (copies inside a kernel,
+        such as cuBLAS workspaces, are not seen; data that stays in cache is still counted)."""
+        rows = [("variant", "launches", "GEMMs", "copies", "new memory", "bytes touched", "GFLOP")]
         for name, t in self.traces(params, dtype).items():
             gemm_batches = "+".join(str(op.gemm[0]) for op in t.gemms[:1]) if t.gemms else "-"
             gemms = f"{len(t.gemms)} (batch {gemm_batches})" if t.gemms else "0"
@@ -174,41 +229,141 @@ class Lesson:
                          fmt_bytes(t.alloc_bytes), fmt_bytes(t.moved_bytes), f"{t.flops / 1e9:.2f}"))
         return text_table(rows, numbers=True)
 
-    def run(self, params: dict, device=None, dtype=torch.float32, variants=None, min_run_time=0.2) -> "Run":
-        """Time each variant at one shape with the harness; refuses shapes that don't fit."""
-        dev = pick(device)
+    def estimate_seconds(self, params: dict, device=None, dtype=torch.float32, variants=None,
+                         min_run_time: float = 0.2, points: int = 1) -> float:
+        """Predicted wall time of `run` (or of a sweep of `points` shapes), before allocating.
+
+        Per variant: warm-up calls plus the harness's samples, each call at least its roofline
+        floor (measured peaks, measured per-op overhead). The floor is a lower bound, so this is
+        optimistic for code far from its floor; the explorer also caps each measurement."""
+        dev = check_device(device)
         full = self.check(params, dev, dtype)
-        names = variants or [v.name for v in self.variants]
-        timings, metrics = {}, {}
+        names = self.variant_names(variants)
+        work = self.work(full, check_dtype(dtype))
+        peaks = roofline.measure_peaks(dev, check_dtype(dtype))
+        total = 0.0
+        for n in names:
+            per_call = max(peaks.floor(work[n]), 1e-6)
+            total += (timing.WARMUP_CALLS + timing.MIN_SAMPLES) * per_call + min_run_time
+        return total * points
+
+    def run(self, params: dict, device=None, dtype=torch.float32, variants=None, min_run_time=0.2,
+            stop: Callable[[], bool] | None = None, max_time: float | None = None) -> "Run":
+        """Time each variant at one shape with the harness; refuses shapes that don't fit.
+
+        stop: checked before each variant; when it returns True, `Stopped` is raised.
+        max_time: an upper bound on each variant's measurement (seconds)."""
+        dev = check_device(device)
+        dtype = check_dtype(dtype)
+        min_run_time = _check_positive(min_run_time, "min_run_time")
+        full = self.check(params, dev, dtype)
+        names = self.variant_names(variants)
         with oom_guard(dev, what=f"{self.title} at {_fmt_params(full)}"):
-            inputs = self.make_inputs(full, dev, dtype)
-            for name in names:
-                fn = self.variant(name).fn
-                timings[name] = timing.measure(self.call(fn), *inputs, label=name, min_run_time=min_run_time)
-                if self.metrics is not None:
-                    metrics[name] = dict(self.metrics(fn, *inputs))
-            del inputs
+            timings, metrics, prepared = self._time_variants(full, dev, dtype, names, min_run_time, stop, max_time)
         return Run(self.key, full, str(dtype).replace("torch.", ""), dev.type, timings, self.work(full, dtype),
-                   metrics)
+                   metrics, prepared)
+
+    def _time_variants(self, full, dev, dtype, names, min_run_time, stop, max_time):
+        """The allocating part of `run`, in its own frame: after an OOM, `oom_guard` clears this
+        frame, so the inputs and every intermediate are really freed."""
+        timings, metrics, prepared = {}, {}, {}
+        inputs = self.make_inputs(full, dev, dtype)
+        for name in names:
+            if stop is not None and stop():
+                raise Stopped(f"stopped before {name!r}")
+            v = self.variant(name)
+            fn = v.fn
+            if v.prepare is not None:  # compile / capture outside the clock; its cost is reported
+                t0 = time.perf_counter()
+                fn = v.prepare(v.fn, *inputs)
+                prepared[name] = time.perf_counter() - t0
+            timings[name] = timing.measure(self.call(fn), *inputs, label=name, min_run_time=min_run_time,
+                                           **_max_time_kw(max_time))
+            if self.metrics is not None:
+                metrics[name] = dict(self.metrics(fn, *inputs))
+        return timings, metrics, prepared
 
     def sweep(self, param: str, values: list[int], base: dict | None = None, device=None, dtype=torch.float32,
-              variants=None, min_run_time=0.1, progress=True, on_step=None) -> "Sweep":
+              variants=None, min_run_time=0.1, progress=True, on_step=None,
+              stop: Callable[[], bool] | None = None, max_time: float | None = None) -> "Sweep":
         """Run at each value of one parameter. Every shape is checked before the first runs."""
-        dev = pick(device)
+        dev = check_device(device)
+        dtype = check_dtype(dtype)
         self.param(param)
+        min_run_time = _check_positive(min_run_time, "min_run_time")
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise ValueError(f"Sweep values must be a list of whole numbers, got {values!r}.")
+        values = list(values)
+        if not values:
+            raise ValueError(f"Give at least one value of {param!r} to sweep over.")
+        names = self.variant_names(variants)
         base = {**self.defaults(dev), **(base or {})}
         shapes = [self.check({**base, param: v}, dev, dtype) for v in values]
         bar = _progress(len(shapes), f"sweeping {param}") if progress else None
         runs = []
-        for i, shape in enumerate(shapes):
-            runs.append(self.run(shape, dev, dtype, variants, min_run_time))
+        try:
+            for i, shape in enumerate(shapes):
+                runs.append(self.run(shape, dev, dtype, names, min_run_time, stop=stop, max_time=max_time))
+                if bar is not None:
+                    bar.update(1)
+                if on_step:
+                    on_step(i + 1, len(shapes))
+        finally:
             if bar is not None:
-                bar.update(1)
-            if on_step:
-                on_step(i + 1, len(shapes))
-        if bar is not None:
-            bar.close()
-        return Sweep(self.key, param, list(values), runs)
+                bar.close()
+        return Sweep(self.key, param, values, runs)
+
+
+def check_device(device) -> torch.device:
+    """A device the course can run on: "cpu", or "cuda" where CUDA is available. Anything else
+    (meta, mps, a typo) gets a sentence, before anything runs."""
+    if device is None:
+        return pick(None)
+    if not isinstance(device, (str, torch.device)):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}.")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"Unknown device {device!r}: use 'cpu' or 'cuda'.") from None
+    if dev.type == "cuda" and not has_cuda():
+        raise ValueError("device='cuda' but no CUDA GPU is available here: use 'cpu' (or a GPU runtime on Colab).")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"The course times and checks on 'cpu' or 'cuda', not {dev.type!r} "
+                         "(op traces on 'meta' go through Lesson.traces).")
+    return dev
+
+
+def check_dtype(dtype) -> torch.dtype:
+    """float32, float16 or bfloat16, as a torch.dtype or its name; anything else gets a sentence."""
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    raise ValueError(f"dtype must be one of {list(DTYPES)} (a name or a torch dtype), got {dtype!r}.")
+
+
+def _check_positive(x, name: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {x!r}.")
+    return float(x)
+
+
+def _max_time_kw(max_time):
+    """Pass `max_time` to timing.measure only where the harness has it."""
+    if max_time is None or "max_time" not in inspect.signature(timing.measure).parameters:
+        return {}
+    return {"max_time": max_time}
+
+
+def _tf32_allowed() -> bool:
+    return bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)) or \
+        torch.get_float32_matmul_precision() != "highest"
+
+
+def _fresh(inputs):
+    """A copy of each input tensor (keeping requires_grad), so in-place writes stay with one variant."""
+    return tuple(t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+                 for t in inputs)
 
 
 @dataclass
@@ -220,6 +375,7 @@ class Run:
     timings: dict[str, timing.Timing]
     work: dict[str, roofline.Work]
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # variant -> {"name (unit)": value}
+    prepare_seconds: dict[str, float] = field(default_factory=dict)  # variant -> compile/capture cost, untimed
 
     def table(self, baseline: str | None = None) -> str:
         return timing.table(list(self.timings.values()), baseline)
@@ -276,19 +432,6 @@ def _flat(result) -> list[torch.Tensor]:
     return [t for t in (result if isinstance(result, (tuple, list)) else (result,)) if isinstance(t, torch.Tensor)]
 
 
-def _rel_error(outs: list[torch.Tensor], refs: list[torch.Tensor]) -> float:
-    """The worst relative error over paired tensors (inf if their number or shapes differ)."""
-    if len(outs) != len(refs):
-        return float("inf")
-    err = 0.0
-    for out, ref in zip(outs, refs):
-        if out.shape != ref.shape:  # broadcasting would hide a wrong shape
-            return float("inf")
-        if ref.numel():
-            err = max(err, ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item())
-    return err
-
-
 def _as64(t):
     return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
 
@@ -305,5 +448,5 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, leave=False)
 
 
-__all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "crossover", "metrics_table", "DTYPES", "DoesNotFit",
-           "fmt_bytes"]
+__all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "Check", "Stopped", "crossover", "metrics_table", "DTYPES",
+           "DoesNotFit", "check_device", "check_dtype", "fmt_bytes"]

@@ -22,7 +22,7 @@ from . import device as _device
 from . import memory, results, roofline, timing
 from .device import fmt_bytes
 from .display import text_table
-from .grading import Verdict
+from .grading import Verdict, analyse_reader, call_reader, rel_error
 from .lesson import Lesson, Param, Variant, metrics_table
 from .trace import on_meta
 from .widgets import Explorer
@@ -495,46 +495,65 @@ EXERCISE_META_SHAPE = (16, 128, 8, 64)
 
 def check_exercise(fn) -> Verdict:
     """Grade a grouped layer over a sequence: correct (output and both gradients), saves at most one
-    activation's worth of new memory, and its backward peak stays within a few activations."""
+    activation's worth of new memory, and its backward peak stays within a few activations.
+
+    The reader's code runs on inputs the checker keeps a copy of, inside a time limit; whatever it
+    does (raise, hang, return NaN or a wrong shape, write into its inputs) becomes a ✗ line."""
     v = Verdict(f"Exercise 02 ({getattr(fn, '__name__', 'your function')})")
+    if not callable(fn):
+        v.check("is a function", False, f"got {type(fn).__name__}; pass your function itself, e.g. my_grouped_layer")
+        return v
     worst = 0.0
     gen = torch.Generator().manual_seed(0)
-    try:
-        for B, T, G, D in EXERCISE_SHAPES:
-            x = torch.randn(B, T, G * D, generator=gen, requires_grad=True)
-            W = (torch.randn(G, D, D, generator=gen) / D**0.5).requires_grad_()
-            gout = torch.randn(B, T, G, D, generator=gen)
+    for B, T, G, D in EXERCISE_SHAPES:
+        x = torch.randn(B, T, G * D, generator=gen, requires_grad=True)
+        W = (torch.randn(G, D, D, generator=gen) / D**0.5).requires_grad_()
+        gout = torch.randn(B, T, G, D, generator=gen)
+        x64, W64 = x.detach().double().requires_grad_(), W.detach().double().requires_grad_()
+        ref = exercise_reference(x64, W64)  # from the inputs as they are before the reader's code runs
+        rdx, rdW = torch.autograd.grad(ref, (x64, W64), gout.double())
+
+        def forward_backward(x, W):
             out = fn(x, W)
-            if tuple(out.shape) != (B, T, G, D):
-                v.check("output shape", False, f"got {tuple(out.shape)}, expected (B, T, G, D) = {(B, T, G, D)}")
-                return v
-            dx, dW = torch.autograd.grad(out, (x, W), gout)
-            x64, W64 = x.detach().double().requires_grad_(), W.detach().double().requires_grad_()
-            ref = exercise_reference(x64, W64)
-            rdx, rdW = torch.autograd.grad(ref, (x64, W64), gout.double())
-            for got, want in ((out, ref), (dx, rdx), (dW, rdW)):
-                worst = max(worst, ((got.double() - want).abs().max() / want.abs().max().clamp_min(1e-30)).item())
-    except Exception as err:  # the reader's code: report, don't raise
-        v.check("runs forward and backward", False, f"{type(err).__name__}: {err}")
-        return v
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != (B, T, G, D):
+                raise ValueError(f"returned {tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}, "
+                                 f"expected a tensor of shape (B, T, G, D) = {(B, T, G, D)}")
+            return (out, *torch.autograd.grad(out, (x, W), gout))
+
+        got, problem = call_reader(forward_backward, x, W)
+        if problem:
+            v.check(f"runs forward and backward at B, T, G, D = {B}, {T}, {G}, {D}", False,
+                    problem.replace("your code raised ValueError: ", "your function "))
+            return v
+        worst = max(worst, rel_error(got, (ref, rdx, rdW)))
     v.check("output, dx and dW match float64 at 4 shapes (odd ones included)", worst < 1e-4,
-            f"worst relative error {worst:.1e}" if worst >= 1e-4 else "")
+            "NaN or inf in a result" if worst == float("inf") else
+            (f"worst relative error {worst:.1e}" if worst >= 1e-4 else ""))
 
     B, T, G, D = EXERCISE_META_SHAPE
-    x = torch.empty(B, T, G * D, device="meta", requires_grad=True)
-    W = torch.empty(G, D, D, device="meta", requires_grad=True)
-    act = x.numel() * 4
-    led = memory.ledger(fn, x, W)
+    act = B * T * G * D * 4
+
+    def inputs(device):
+        return (torch.randn(B, T, G * D, device=device, requires_grad=True),
+                torch.randn(G, D, D, device=device, requires_grad=True))
+
+    led, _where, problem = analyse_reader(lambda x, W: memory.ledger(fn, x, W), inputs)
+    if problem:
+        v.check("can be traced", False, problem)
+        return v
     v.check(f"new memory saved for backward at most one copy of x ({fmt_bytes(act)}), at B, T, G, D = "
             f"{B}, {T}, {G}, {D}", led.total_bytes <= act, f"saves {fmt_bytes(led.total_bytes)}")
-    p = memory.peaks(fn, x, W)
+    p, _where, problem = analyse_reader(lambda x, W: memory.peaks(fn, x, W), inputs)
+    if problem:
+        v.check("backward can be traced", False, problem)
+        return v
     v.check(f"backward peak at most 4 copies of x ({fmt_bytes(4 * act)})", p.backward.predicted <= 4 * act,
             f"predicted {fmt_bytes(p.backward.predicted)}")
     if _device.has_cuda():
-        xs = torch.randn(B, T, G * D, device="cuda", requires_grad=True)
-        Ws = torch.randn(G, D, D, device="cuda", requires_grad=True)
-        m = memory.measured_peaks(fn, xs, Ws)
-        v.on_gpu("measured backward peak at most 4 copies of x", m.backward <= 4 * act, fmt_bytes(m.backward))
+        m, _where, problem = analyse_reader(lambda x, W: memory.measured_peaks(fn, x, W),
+                                            lambda _dev: inputs("cuda"))
+        ok = problem is None and m.backward <= 4 * act
+        v.on_gpu("measured backward peak at most 4 copies of x", ok, problem or fmt_bytes(m.backward))
     else:
         v.on_gpu("measured backward peak at most 4 copies of x", None)
     return v

@@ -15,19 +15,32 @@ def time_unit(values) -> tuple[str, float]:
     return "ns", 1e-9
 
 
+def variant_colors(names) -> dict[str, str]:
+    """One colour per variant, fixed by the lesson's order, so live runs and replays match."""
+    cycle = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    return {n: cycle[i % len(cycle)] for i, n in enumerate(names)}
+
+
+def is_powers_of_two(values) -> bool:
+    vals = [v for v in values if isinstance(v, int) and v > 0]
+    return len(vals) == len(values) >= 3 and all(v & (v - 1) == 0 for v in vals)
+
+
 def _axes(ax, figsize=(7, 3.2)):
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     return ax.figure, ax
 
 
-def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=None):
+def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=None,
+         colors: dict[str, str] | None = None):
     """Median time per call of each variant with its IQR, and the hardware floor if given."""
     fig, ax = _axes(ax, (7, 0.5 + 0.45 * len(timings)))
     unit, scale = time_unit([t.median + t.iqr for t in timings] + list((floors or {}).values()))
     ys = range(len(timings))
+    color = [(colors or {}).get(t.label, "tab:blue") for t in timings]
     ax.barh(ys, [t.median / scale for t in timings], xerr=[t.iqr / 2 / scale for t in timings],
-            color="tab:blue", alpha=0.8, capsize=3, label="median, whiskers ± IQR/2")
+            color=color, alpha=0.8, capsize=3, label="median, whiskers ± IQR/2")
     if floors:
         fl = [floors.get(t.label, float("nan")) / scale for t in timings]
         ax.scatter(fl, ys, marker="|", s=400, color="black", zorder=3, label="floor (roofline)")
@@ -40,13 +53,16 @@ def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=No
 
 
 def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] | None = None,
-          xlabel: str = "", title: str = "", crossover=None, ax=None, logy: bool = True):
-    """Median time per call against one shape parameter, IQR as a band, crossover marked."""
+          xlabel: str = "", title: str = "", crossover=None, ax=None, logy: bool = True,
+          colors: dict[str, str] | None = None):
+    """Median time per call against one shape parameter, IQR as a band, crossover marked.
+
+    Powers of two get a base-2 logarithmic x axis."""
     fig, ax = _axes(ax)
     unit, scale = time_unit([v for series in medians.values() for v in series])
     for name, meds in medians.items():
         ys = [m / scale for m in meds]
-        (line,) = ax.plot(values, ys, marker="o", ms=3, label=name)
+        (line,) = ax.plot(values, ys, marker="o", ms=3, label=name, color=(colors or {}).get(name))
         if iqrs:
             half = [q / 2 / scale for q in iqrs[name]]
             ax.fill_between(values, [y - h for y, h in zip(ys, half)], [y + h for y, h in zip(ys, half)],
@@ -57,6 +73,8 @@ def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] 
                     ha="left", va="top", fontsize=8, color="gray")
     if logy:
         ax.set_yscale("log")
+    if is_powers_of_two(list(values)):
+        ax.set_xscale("log", base=2)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"time per call ({unit})")
     ax.set_title(title)
@@ -95,11 +113,12 @@ def samples(timings, title: str = "", ax=None):
     return fig
 
 
-def quantity_bars(values: dict[str, float], xlabel: str, title: str = "", ax=None):
+def quantity_bars(values: dict[str, float], xlabel: str, title: str = "", ax=None,
+                  colors: dict[str, str] | None = None):
     """One bar per variant for a quantity that is not a time; `xlabel` names it with its unit."""
     fig, ax = _axes(ax, (7, 0.5 + 0.45 * len(values)))
     ys = range(len(values))
-    ax.barh(ys, list(values.values()), color="tab:orange", alpha=0.8)
+    ax.barh(ys, list(values.values()), color=[(colors or {}).get(n, "tab:orange") for n in values], alpha=0.8)
     ax.set_yticks(list(ys), list(values))
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
@@ -108,13 +127,15 @@ def quantity_bars(values: dict[str, float], xlabel: str, title: str = "", ax=Non
 
 
 def lines(values, series: dict[str, list[float]], xlabel: str, ylabel: str, title: str = "", ax=None,
-          logy: bool = True):
+          logy: bool = True, colors: dict[str, str] | None = None):
     """A quantity that is not a time against one shape parameter, one line per variant."""
     fig, ax = _axes(ax)
     for name, ys in series.items():
-        ax.plot(values, ys, marker="o", ms=3, label=name)
+        ax.plot(values, ys, marker="o", ms=3, label=name, color=(colors or {}).get(name))
     if logy and all(y > 0 for ys in series.values() for y in ys):
         ax.set_yscale("log")
+    if is_powers_of_two(list(values)):
+        ax.set_xscale("log", base=2)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -16,10 +16,12 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.utils.benchmark as tbench
 
-from .device import synchronize
+from .device import last_level_cache_bytes, synchronize
 
 MIN_SAMPLES = 7
-_FLUSH_BYTES = 256 * 2**20  # bigger than any GPU's L2 (H100: 50 MB) or a desktop CPU's L3
+WARMUP_CALLS = 3
+NOISY_SPREAD = 0.25  # IQR / median above this: the samples disagree too much to trust small differences
+MAX_FLUSHED_CALLS = 200  # per-call flushing is for ops slower than the flush; never loop thousands of times
 
 
 def fmt_time(seconds: float) -> str:
@@ -45,6 +47,16 @@ class Timing:
     def spread(self) -> float:
         """IQR relative to the median; under ~0.05 is a steady measurement."""
         return self.iqr / self.median if self.median else float("nan")
+
+    @property
+    def noisy(self) -> bool:
+        """The harness flags its own spread: a busy machine shows as a wide IQR."""
+        return len(self.samples) > 1 and self.spread > NOISY_SPREAD
+
+    def noise_note(self) -> str:
+        if not self.noisy:
+            return ""
+        return f"spread {self.spread:.0%} of the median: the machine is busy or the op is erratic; rerun before trusting it"
 
     def __str__(self) -> str:
         return (
@@ -82,11 +94,12 @@ def measure(
     *args,
     label: str | None = None,
     min_run_time: float = 0.2,
-    warmup: int = 3,
+    warmup: int = WARMUP_CALLS,
     rotate: list[tuple] | None = None,
     flush_cache: bool = False,
     num_threads: int | None = None,
     min_samples: int = MIN_SAMPLES,
+    max_time: float | None = None,
 ) -> Timing:
     """Time `fn(*args)` honestly and return its median and IQR per call.
 
@@ -94,15 +107,24 @@ def measure(
         find their inputs already in cache (use instead of `args`).
     flush_cache: overwrite a buffer larger than the last-level cache before every call.
     num_threads: CPU threads for the measurement; defaults to all that torch uses.
+    max_time: an upper bound in seconds on the whole measurement, warm-up included (explorers
+        budget with it). Fewer samples are taken when it binds; at least two, unless a single
+        warm-up call already used the budget.
     """
     label = label or getattr(fn, "__name__", "fn")
+    if rotate is not None and not rotate:
+        raise ValueError("rotate= needs at least one tuple of arguments (or leave it out).")
     arg_sets = rotate if rotate is not None else [args]
     device = _device_of(arg_sets[0])
+    start = time.perf_counter()
     for call_args in itertools.islice(itertools.cycle(arg_sets), max(warmup, len(arg_sets))):
         fn(*call_args)
     synchronize(device)
+    if max_time is not None:
+        left = max_time - (time.perf_counter() - start)
+        min_run_time = max(min(min_run_time, left / 2), 1e-3)
     if flush_cache:
-        return _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples)
+        return _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples, max_time, start)
 
     threads = num_threads or torch.get_num_threads()
     cycle = itertools.cycle(arg_sets)
@@ -115,6 +137,8 @@ def measure(
     m = timer.blocked_autorange(min_run_time=min_run_time)
     samples = list(m.times)  # already divided by the block size
     while len(samples) < min_samples:  # slow calls: blocked_autorange may stop after one block
+        if max_time is not None and len(samples) >= 2 and time.perf_counter() - start > max_time:
+            break  # over budget: report what we have (the spread says how much to trust it)
         samples.extend(timer.timeit(m.number_per_run).times)
     median, iqr = _stats(samples)
     method = "torch.utils.benchmark.Timer.blocked_autorange"
@@ -123,11 +147,27 @@ def measure(
     return Timing(label, median, iqr, samples, m.number_per_run, method, device.type)
 
 
-def _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples) -> Timing:
+def flush_bytes(device: torch.device) -> int:
+    """Twice the measured last-level cache: one pass over it evicts what the call touched.
+
+    (A fixed 256 MiB buffer is smaller than some servers' L3: this CPU reports 260 MiB.)"""
+    return 2 * last_level_cache_bytes(device)
+
+
+def _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples, max_time=None,
+                      start=None) -> Timing:
+    """One call per sample, a cache flush before each (untimed).
+
+    The flush writes a buffer twice the last-level cache, so the call's inputs must come back
+    from DRAM, and on a CPU the cache is then full of dirty lines that must be written back as
+    the call reads: this is why a flushed time can exceed a rotated one (rotation leaves clean,
+    evicted inputs). Both are honest; they answer "cold inputs" vs "inputs not just touched".
+    """
     on_gpu = device.type == "cuda"
-    scratch = torch.empty(_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+    scratch = torch.empty(flush_bytes(device) // 4, dtype=torch.float32, device=device)
     samples: list[float] = []
     spent = 0.0
+    start = start if start is not None else time.perf_counter()
     for call_args in itertools.cycle(arg_sets):
         scratch.fill_(1.0)  # evicts the inputs from cache
         if on_gpu:
@@ -145,6 +185,10 @@ def _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples) ->
         spent += dt
         if spent >= min_run_time and len(samples) >= min_samples:
             break
+        if len(samples) >= max(MAX_FLUSHED_CALLS, min_samples):
+            break  # a tiny op: more flushes would cost seconds and add nothing
+        if max_time is not None and len(samples) >= 2 and time.perf_counter() - start > max_time:
+            break
     median, iqr = _stats(samples)
     method = "CUDA events, cache flushed per call" if on_gpu else "perf_counter, cache flushed per call"
     return Timing(label, median, iqr, samples, 1, method, device.type)
@@ -159,7 +203,12 @@ def table(timings: list[Timing], baseline: str | None = None) -> str:
         line = f"{t.label.ljust(width)}  {fmt_time(t.median):>9}  ± {fmt_time(t.iqr / 2):>9}"
         if base is not None:
             line += f"   {base.median / t.median:6.2f}× vs {base.label}"
+        if t.noisy:
+            line += "   ⚠ noisy"
         lines.append(line)
+    noisy = [t for t in timings if t.noisy]
+    if noisy:
+        lines.append(f"⚠ {noisy[0].label}: {noisy[0].noise_note()}")
     return "\n".join(lines)
 
 

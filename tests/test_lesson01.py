@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lessons_lib import lesson01_broadcast_matmul as L
-from lessons_lib import roofline, trace
+from lessons_lib import grading, roofline, trace
 from lessons_lib.lesson import Variant
 
 SEED = L.SEED_SHAPE
@@ -197,22 +197,68 @@ def test_checker_passes_a_correct_one_gemm_solution(fn):
     assert "Passed" in str(v)
 
 
-def test_checker_fails_wrong_answers():
-    def first_head_only(x, W):  # right shape, wrong values
-        return (x @ W[0].T).unsqueeze(1).expand(-1, W.shape[0], -1, -1)
+def _first_head_only(x, W):  # right shape, wrong values
+    return (x @ W[0].T).unsqueeze(1).expand(-1, W.shape[0], -1, -1)
 
-    def heads_last(x, W):  # wrong shape: (B, T, H, Dh)
-        return torch.einsum("btd,hed->bthe", x, W)
 
-    def crashes(x, W):
-        return x @ W  # D against Dh: a shape error
+def test_checker_fails_wrong_values():
+    assert _checks(L.check_exercise(_first_head_only))["matches the float64 reference at 4 shapes"] is False
 
-    v = L.check_exercise(first_head_only)
-    assert not v.passed and _checks(v)["matches the float64 reference at 4 shapes"] is False
-    v = L.check_exercise(heads_last)
-    assert not v.passed and _checks(v)["output shape"] is False
-    v = L.check_exercise(crashes)
-    assert not v.passed and _checks(v)["runs"] is False and "RuntimeError" in str(v)
+
+def test_checker_fails_a_wrong_shape():
+    v = L.check_exercise(lambda x, W: torch.einsum("btd,hed->bthe", x, W))  # (B, T, H, Dh)
+    assert _checks(v)["runs and returns"] is False
+
+
+def test_checker_reports_a_crash_as_a_line():
+    v = L.check_exercise(lambda x, W: x @ W)  # D against Dh: a shape error
+    assert "RuntimeError" in str(v)
+
+
+def test_checker_fails_nan():
+    # max(worst, nan) keeps the old value: a NaN output used to pass.
+    def nan_out(x, W):
+        out = _folded(x, W).clone()
+        out[(0,) * out.dim()] = float("nan")
+        return out
+
+    assert _checks(L.check_exercise(nan_out))["matches the float64 reference at 4 shapes"] is False
+
+
+def test_checker_catches_a_solution_that_overwrites_its_input():
+    # The reference used to be computed after the call, from the overwritten input.
+    def zero_everything(x, W):
+        x.zero_()
+        W.zero_()
+        return torch.einsum("btd,hed->bhte", x, W)
+
+    v = L.check_exercise(zero_everything)
+    assert "changed input" in str(v)
+
+
+def test_checker_accepts_a_correct_solution_that_reads_a_value():
+    # .item() has no value on meta: the trace falls back to CPU instead of crashing the checker.
+    def with_item(x, W):
+        if W.new_ones(()).item() != 1.0:  # a value read: nothing to read on meta
+            raise AssertionError("unreachable")
+        return _folded(x, W)
+
+    assert L.check_exercise(with_item).passed
+
+
+def test_checker_stops_an_endless_loop(monkeypatch):
+    monkeypatch.setattr(grading, "READER_TIME_LIMIT", 0.5)
+
+    def forever(x, W):
+        while True:
+            pass
+
+    v = L.check_exercise(forever)
+    assert "stopped" in str(v)
+
+
+def test_checker_refuses_a_non_function():
+    assert _checks(L.check_exercise("my_projection"))["is a function"] is False
 
 
 def test_checker_fails_a_correct_loop_on_gemm_count():

@@ -182,7 +182,7 @@ def test_explorer_refuses_an_oversized_shape_without_allocating(monkeypatch):
     ex.widget()
     ex.sliders["batch"].value, ex.sliders["groups"].value, ex.sliders["dim"].value = 65536, 64, 512
     monkeypatch.setattr(L.LESSON, "make_inputs", _boom)
-    ex._act(ex._do_run)  # in the widget: a message, nothing raised, nothing allocated
+    ex._act(ex._do_run, background=False)  # in the widget: a message, nothing raised, nothing allocated
     assert "needs about" in ex.status.value and not ex.run_b.disabled
 
 

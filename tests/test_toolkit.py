@@ -190,10 +190,10 @@ def test_explorer_widget_builds_and_reports_errors_in_place():
     ui = ex.widget()
     assert ex.sliders["n"].value == 8 and ex.run_b.description == "Run"
     ex.sliders["n"].value = 1 << 20  # too big: refused with a message, nothing raised
-    ex._act(ex._do_run)
+    ex._act(ex._do_run, background=False)
     assert "needs about" in ex.status.value and not ex.run_b.disabled
     ex.sliders["n"].value = 8
-    ex._act(ex._do_run)
+    ex._act(ex._do_run, background=False)
     assert ex.status.value == ""
     assert ui is ex.widget()
 
