@@ -33,6 +33,22 @@ def _check_torch() -> None:
 _check_torch()
 
 
+def _quiet_import_noise() -> None:
+    """Keep one irrelevant torch warning out of every notebook's stderr.
+
+    `torch.utils.benchmark` (the timing harness) imports `torch.utils.cpp_extension`, which on
+    a machine with a CUDA toolkit but no GPU logs "No CUDA runtime is found, using CUDA_HOME=…"
+    at import. The course builds no C++ extension, so that module's warnings say nothing to a
+    reader; its errors still show.
+    """
+    import logging
+
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+
+
+_quiet_import_noise()
+
+
 def setup(seed: int = 0, quiet: bool = False):
     """A notebook's first call: pick the device, say what it is, make runs repeatable.
 

@@ -133,6 +133,32 @@ def record(device, quick: bool = False) -> dict:
     return out
 
 
+def targets(device, section: dict) -> list[dict]:
+    """This lesson's bars, as measured in its recorded section (see record.targets)."""
+    import time
+
+    out = []
+    head = section.get("headline")
+    gpu = torch.device(device).type == "cuda"
+    if head:
+        v = head["variants"]
+        speedup = v["broadcast matmul"]["median"] / v["einsum"]["median"]
+        out.append({"name": "01 einsum speed-up over broadcast matmul at the thread's shape", "value": speedup,
+                    "bar": ">= 3 (GPU claim)", "ok": speedup >= 3 if gpu else None})
+        if "floor" in v["einsum"]:
+            ratio = v["einsum"]["median"] / v["einsum"]["floor"]
+            out.append({"name": "01 einsum time / floor at the thread's shape", "value": ratio,
+                        "bar": "<= 2.5 (GPU)", "ok": ratio <= 2.5 if gpu else None})
+    ex = explorer(device)
+    ex.run()  # the first run pays for peak measurement and warm-up
+    t0 = time.perf_counter()
+    ex.run()
+    rerun = time.perf_counter() - t0
+    out.append({"name": "01 explorer rerun at the default shape (s)", "value": rerun, "bar": "<= 2 (CPU)",
+                "ok": rerun <= 2 if not gpu else None})
+    return out
+
+
 # --- exercise -----------------------------------------------------------------------------
 # Per-head projection, as in attention: x (B, T, D) and one nn.Linear-layout weight per head,
 # W (H, Dh, D). Produce out (B, H, T, Dh) with out[b, h] = x[b] @ W[h].T, using a single GEMM

@@ -9,6 +9,13 @@ RUN   = {"params", "dtype", "peaks", "variants": {name: {"median", "iqr", "floor
 SWEEP = {"param", "values", "base", "dtype", "variants": {name: {"median": [...], "iqr": [...]}}}
 
 `python -m lessons_lib.record` regenerates the file for whatever device it runs on.
+
+Every file says what kind of figures it holds (`meta.figures`), and every place that shows a
+number shows that kind:
+  measured   our harness, on the named hardware (`python -m lessons_lib.record`)
+  reported   figures copied from a forum thread or another cited source, hardware as the source gives it
+  model      roofline floors for a named GPU's datasheet peaks (`python -m lessons_lib.record --model T4`):
+             a lower bound computed from the traced work, never a measurement
 """
 from __future__ import annotations
 
@@ -45,6 +52,9 @@ def sweep_to_dict(sweep) -> dict:
             "variants": {n: {"median": meds[n], "iqr": iqrs[n]} for n in meds}}
 
 
+KINDS = ("measured", "reported", "model")
+
+
 @dataclass
 class Recorded:
     meta: dict
@@ -55,13 +65,27 @@ class Recorded:
     def is_gpu(self) -> bool:
         return self.meta.get("kind") == "cuda"
 
+    @property
+    def kind(self) -> str:
+        """measured, reported or model (files from before kinds existed were all measured)."""
+        return self.meta.get("figures", "measured")
+
     def label(self) -> str:
+        """A full line: hardware, the kind of figures, and where they come from."""
         m = self.meta
-        return f"{m['name']} · torch {m['torch']} · {m['date']}"
+        if self.kind == "reported":
+            return f"{m['name']} · reported by {m['source']} · torch {m.get('torch', '?')} · not our measurement"
+        if self.kind == "model":
+            return f"{m['name']} · model: roofline floor from {m['source']} · a lower bound, not a measurement"
+        return f"{m['name']} · measured with the course harness · torch {m['torch']} · {m['date']}"
 
     def short(self) -> str:
         name = self.meta["name"].replace("NVIDIA ", "")
-        return f"{name} (recorded {self.meta['date']})"
+        if self.kind == "reported":
+            return f"{name} (reported, {self.meta.get('short_source', 'forum thread')})"
+        if self.kind == "model":
+            return f"{name} (model, datasheet roofline)"
+        return f"{name} (measured {self.meta['date']})"
 
     def lesson(self, key: str) -> dict | None:
         return self.lessons.get(key)
@@ -73,7 +97,8 @@ def save(info: DeviceInfo, lessons: dict, directory: Path | str = REFERENCE_DIR)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{info.slug()}.json"
     old = json.loads(path.read_text())["lessons"] if path.exists() else {}
-    data = {"meta": {**info.as_dict(), "recorded_by": "python -m lessons_lib.record"}, "lessons": {**old, **lessons}}
+    data = {"meta": {**info.as_dict(), "figures": "measured", "recorded_by": "python -m lessons_lib.record"},
+            "lessons": {**old, **lessons}}
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
 
@@ -92,8 +117,19 @@ def load_all(directory: Path | str = REFERENCE_DIR) -> list[Recorded]:
     return sorted(out, key=lambda r: (not r.is_gpu, r.meta.get("name", "")))
 
 
-def for_lesson(key: str, gpu_only: bool = False, directory: Path | str = REFERENCE_DIR) -> list[Recorded]:
-    return [r for r in load_all(directory) if r.lesson(key) and (r.is_gpu or not gpu_only)]
+def for_lesson(key: str, gpu_only: bool = False, directory: Path | str = REFERENCE_DIR,
+               kinds: tuple[str, ...] | None = None) -> list[Recorded]:
+    """Files that hold this lesson: measured first, then reported, then model; GPUs before CPUs."""
+    recs = [r for r in load_all(directory) if r.lesson(key) and (r.is_gpu or not gpu_only)
+            and (kinds is None or r.kind in kinds)]
+    return sorted(recs, key=lambda r: (KINDS.index(r.kind) if r.kind in KINDS else 9, not r.is_gpu))
+
+
+def headline_figures(rec: Recorded, key: str) -> dict[str, float]:
+    """{variant: seconds per call} of a file's headline: medians, or for a model file its floors."""
+    head = (rec.lesson(key) or {}).get("headline") or {}
+    figure = "floor" if rec.kind == "model" else "median"
+    return {n: v[figure] for n, v in head.get("variants", {}).items() if figure in v}
 
 
 def side_by_side(key: str, mine: dict[str, float] | None = None, mine_label: str = "this machine",
@@ -101,9 +137,9 @@ def side_by_side(key: str, mine: dict[str, float] | None = None, mine_label: str
     """{machine: {variant: median}} for the lesson's headline: the reader's run and every file."""
     rows = {mine_label: mine} if mine else {}
     for rec in for_lesson(key, directory=directory):
-        head = rec.lesson(key).get("headline")
-        if head:
-            rows[rec.short()] = {n: v["median"] for n, v in head["variants"].items()}
+        figures = headline_figures(rec, key)
+        if figures:
+            rows[rec.short()] = figures
     return rows
 
 
@@ -112,4 +148,4 @@ def describe_recorded(key: str, directory: Path | str = REFERENCE_DIR) -> str:
     recs = for_lesson(key, directory=directory)
     if not recs:
         return "No recorded results for this lesson yet: run `python -m lessons_lib.record` to make some."
-    return "\n".join(f"• {r.label()}" + ("" if r.is_gpu else " (CPU)") for r in recs)
+    return "\n".join(f"• {r.label()}" + ("" if r.is_gpu or r.kind != "measured" else " (CPU)") for r in recs)
