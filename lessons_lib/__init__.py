@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 
 def _check_torch() -> None:
-    """Fail at import, with what to do, on a torch too old for the course (2.4 is the oldest tested).
+    """Fail at import, with what to do, on a torch too old for the course (2.9 is the oldest CI tests).
 
     Feature detection, not version strings: these are the APIs the toolkit stands on.
     """
@@ -23,11 +23,11 @@ def _check_torch() -> None:
 
         found = sys.modules["torch"].__version__ if "torch" in sys.modules else "no torch at all"
         raise ImportError(
-            f"This course needs PyTorch 2.4 or newer (found: {found}). "
+            f"This course needs PyTorch 2.9 or newer (found: {found}). "
             "Upgrade with `pip install -U torch` and restart the kernel."
         ) from err
     if not hasattr(torch, "OutOfMemoryError") and not hasattr(torch.cuda, "OutOfMemoryError"):
-        raise ImportError(f"This course needs PyTorch 2.4 or newer (found {torch.__version__}). Run `pip install -U torch`.")
+        raise ImportError(f"This course needs PyTorch 2.9 or newer (found {torch.__version__}). Run `pip install -U torch`.")
 
 
 _check_torch()

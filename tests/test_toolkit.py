@@ -125,7 +125,7 @@ def test_datasheet_prefers_the_longest_match():
 
 def test_measured_cpu_peaks_are_plausible():
     p = roofline.measure_peaks("cpu")
-    assert 1e8 < p.flops < 1e14 and 1e8 < p.bandwidth < 1e13 and p.launch == 0
+    assert 1e8 < p.flops < 1e14 and 1e8 < p.bandwidth < 1e13 and p.launch > 0  # per-op overhead, CPU too
 
 
 # --- a tiny lesson to drive the generic machinery --------------------------------------------
@@ -252,5 +252,5 @@ def test_an_old_torch_gets_a_clear_message(monkeypatch):
     import lessons_lib
 
     monkeypatch.setitem(sys.modules, "torch.utils._python_dispatch", None)  # as if torch lacked it
-    with pytest.raises(ImportError, match="needs PyTorch 2.4 or newer"):
+    with pytest.raises(ImportError, match="needs PyTorch 2.9 or newer"):
         lessons_lib._check_torch()
