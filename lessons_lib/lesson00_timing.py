@@ -7,18 +7,15 @@ synchronize at all); seed 003 generates its random input inside the timed functi
 
 Each `demo_*` function below makes one of those mistakes with a wrong timer from
 `lessons_lib.timing` and measures the same code with the honest harness, `timing.measure`.
-`SimulatedGPU` stands in for a CUDA stream on machines without one, so that the
-asynchronous mistakes can be shown (and graded) on a CPU. `check_exercise` grades a
-reader's benchmark on fake workloads whose true duration is known, so its verdict does not
-depend on the machine.
+`launch_queue.SimulatedGPU` stands in for a CUDA stream on machines without one, so that the
+asynchronous mistakes can be shown on a CPU. The exercise (a broken benchmark to fix, graded on
+fake workloads of known duration) lives in `lesson00_exercise`.
 """
 from __future__ import annotations
 
-import collections
 import json
 import math
 import os
-import random
 import subprocess
 import sys
 import time
@@ -28,9 +25,11 @@ from pathlib import Path
 import torch
 
 from . import results, timing
-from .device import check_fits, has_cuda, pick, synchronize
+from .device import check_fits, last_level_cache_bytes, pick
 from .display import show_source  # noqa: F401  (the notebook calls L.show_source)
-from .grading import Verdict
+from .launch_queue import Op, SimulatedGPU, host_syncs, schedule  # noqa: F401  (the notebook uses them)
+from .lesson00_exercise import (FakeWorkload, TooManyCalls, broken_benchmark,  # noqa: F401  (re-exported for
+                                check_exercise, starter_source)  # the notebook)
 from .timing import Timing, fmt_time
 
 KEY = "00_timing"
@@ -51,18 +50,32 @@ class Sizes:
     rotate_bytes: int  # all rotated copies together: far bigger than the cache
 
 
-def _l2_bytes(dev: torch.device) -> int:
-    props = torch.cuda.get_device_properties(dev.index if dev.index is not None else torch.cuda.current_device())
-    return int(getattr(props, "L2_cache_size", 0) or 4 * MiB)  # attribute is missing in old releases
-
-
 def sizes(device=None) -> Sizes:
-    """Default shapes for `device`. A CPU gets shapes that time in milliseconds."""
+    """Default shapes for `device`. A CPU gets shapes that time in milliseconds.
+
+    The cache demo is sized from the measured last-level cache (a GPU's L2, a CPU's L3): its
+    input fits in a quarter of it, and the rotated copies together are four times its size."""
     dev = pick(device)
+    llc = last_level_cache_bytes(dev)
+    rotate = max(64 * MiB, 4 * llc)
     if dev.type == "cuda":
-        l2 = _l2_bytes(dev)
-        return Sizes(matmul=4096, rows=32768, width=1024, cache_bytes=l2 // 2, rotate_bytes=max(256 * MiB, 8 * l2))
-    return Sizes(matmul=512, rows=4096, width=256, cache_bytes=2 * MiB, rotate_bytes=256 * MiB)
+        return Sizes(matmul=4096, rows=32768, width=1024, cache_bytes=llc // 4, rotate_bytes=rotate)
+    return Sizes(matmul=512, rows=4096, width=256, cache_bytes=min(2 * MiB, llc // 4), rotate_bytes=rotate)
+
+
+def _check_size(value, name: str, lo: int = 1, hi: int = 1 << 40):
+    """Demo sizes enter here: a whole number in range, or a sentence saying what to change."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be a whole number from {lo:,} to {hi:,}, got {value!r}.")
+    return value
+
+
+def _check_seconds(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}.")
+    return float(value)
 
 
 # --- what a demo returns ----------------------------------------------------------------
@@ -85,11 +98,16 @@ class Demo:
         return self.wrong.median / self.honest.median
 
     def verdict(self) -> str:
+        """What this run measured (it can differ from machine to machine), and whether to trust it."""
         r = self.ratio
         if abs(math.log(r)) < math.log(1.15):
-            return f"the two agree within 15% ({r:.2f}×)"
-        return f"the wrong way reports {r:.3g}× the honest median" + (
-            f" ({1 / r:.3g}× too low)" if r < 1 else "")
+            text = f"the two agree within 15% ({r:.2f}×)"
+        else:
+            text = f"the wrong way reports {r:.3g}× the honest median" + (f" ({1 / r:.3g}× too low)" if r < 1 else "")
+        noisy = [t for t in (self.honest, *self.extra.values()) if t.noisy]
+        if noisy:
+            text += f"; but {noisy[0].noise_note()}"
+        return text
 
     def __str__(self) -> str:
         shape = ", ".join(f"{k}={v}" for k, v in self.shape.items())
@@ -130,7 +148,9 @@ def demo_no_sync(device=None, n: int | None = None, min_run_time: float = 0.2) -
     finishes before it returns, so the two numbers agree: there is nothing to miss.
     """
     dev = pick(device)
-    n = n or sizes(dev).matmul
+    n = _check_size(n, "n", 1, 16384) or sizes(dev).matmul
+    _check_seconds(min_run_time, "min_run_time")
+    check_fits(3 * n * n * 4, dev, what=f"a {n}×{n} matmul")
     a = _square(n, dev)
     wrong = timing.wrong_no_sync(torch.mm, a, a, repeats=20, label="no synchronize")
     honest = timing.measure(torch.mm, a, a, label="harness", min_run_time=min_run_time)
@@ -151,7 +171,9 @@ def demo_first_call(device=None, n: int | None = None, min_run_time: float = 0.2
     so that it is really the first: cuBLAS handles and kernel loading on a GPU, library
     initialisation and fresh memory pages on a CPU. Rerunning it gives a cold call again."""
     dev = pick(device)
-    n = n or sizes(dev).matmul
+    n = _check_size(n, "n", 1, 16384) or sizes(dev).matmul
+    _check_seconds(min_run_time, "min_run_time")
+    check_fits(3 * n * n * 4, dev, what=f"a {n}×{n} matmul")
     code = ("import json, sys; from lessons_lib.lesson00_timing import first_call_in_fresh_process as f; "
             f"print(json.dumps(f({str(dev)!r}, {int(n)}, {float(min_run_time)})))")
     env = dict(os.environ)
@@ -181,7 +203,10 @@ def demo_random_data(device=None, rows: int | None = None, width: int | None = N
     """Time `f(torch.randn(...))` (seed 003) against `f(x)` with `x` made beforehand."""
     dev = pick(device)
     s = sizes(dev)
-    rows, width = rows or s.rows, width or s.width
+    rows = _check_size(rows, "rows", 1, 1 << 24) or s.rows
+    width = _check_size(width, "width", 1, 1 << 20) or s.width
+    _check_seconds(min_run_time, "min_run_time")
+    check_fits(3 * rows * width * 4, dev, what=f"a {rows}×{width} input")
     x = torch.randn(rows, width, device=dev)
     w, b = torch.randn(width, device=dev), torch.randn(width, device=dev)
     wrong = timing.measure(pseudo_linear_fresh_input, rows, w, b, label="randn inside", min_run_time=min_run_time)
@@ -194,7 +219,9 @@ def demo_random_data(device=None, rows: int | None = None, width: int | None = N
 def demo_single_run(device=None, n: int | None = None, min_run_time: float = 0.2) -> Demo:
     """One warm, synchronized call: honest in method, but one sample is one roll of the dice."""
     dev = pick(device)
-    n = n or sizes(dev).matmul
+    n = _check_size(n, "n", 1, 16384) or sizes(dev).matmul
+    _check_seconds(min_run_time, "min_run_time")
+    check_fits(3 * n * n * 4, dev, what=f"a {n}×{n} matmul")
     a = _square(n, dev)
     wrong = timing.wrong_single_run(torch.mm, a, a, label="one run")
     honest = timing.measure(torch.mm, a, a, label="harness", min_run_time=min_run_time)
@@ -204,7 +231,9 @@ def demo_single_run(device=None, n: int | None = None, min_run_time: float = 0.2
 def demo_mean(device=None, n: int | None = None, min_run_time: float = 0.2) -> Demo:
     """The mean of per-call times with the first call included: outliers drag it up."""
     dev = pick(device)
-    n = n or sizes(dev).matmul
+    n = _check_size(n, "n", 1, 16384) or sizes(dev).matmul
+    _check_seconds(min_run_time, "min_run_time")
+    check_fits(3 * n * n * 4, dev, what=f"a {n}×{n} matmul")
     a = _square(n, dev)
     wrong = timing.wrong_mean_with_cold_start(torch.mm, a, a, repeats=20, label="mean of 20")
     honest = timing.measure(torch.mm, a, a, label="harness", min_run_time=min_run_time)
@@ -217,7 +246,9 @@ def demo_one_thread(n: int | None = None, min_run_time: float = 0.2) -> Demo:
 
     Always on CPU tensors: the mistake is about CPU timings (on a GPU it is harmless).
     """
-    n = n or sizes("cpu").matmul
+    n = _check_size(n, "n", 1, 16384) or sizes("cpu").matmul
+    _check_seconds(min_run_time, "min_run_time")
+    check_fits(3 * n * n * 4, "cpu", what=f"a {n}×{n} matmul")
     a = _square(n, torch.device("cpu"))
     wrong = timing.wrong_one_thread(torch.mm, a, a, label="Timer default", min_run_time=min_run_time)
     honest = timing.measure(torch.mm, a, a, label="harness", min_run_time=min_run_time)
@@ -232,9 +263,11 @@ def demo_hot_cache(device=None, nbytes: int | None = None, rotate_bytes: int | N
     With `flush=True`, also the harness's per-call cache flush."""
     dev = pick(device)
     s = sizes(dev)
-    nbytes, rotate_bytes = nbytes or s.cache_bytes, rotate_bytes or s.rotate_bytes
+    nbytes = _check_size(nbytes, "nbytes", 4096, 1 << 34) or s.cache_bytes
+    rotate_bytes = _check_size(rotate_bytes, "rotate_bytes", 4096, 1 << 36) or s.rotate_bytes
+    _check_seconds(min_run_time, "min_run_time")
     copies = max(2, rotate_bytes // nbytes)
-    check_fits(copies * nbytes + (timing._FLUSH_BYTES if flush else 0), dev, what="the cache demo's buffers")
+    check_fits(copies * nbytes + (timing.flush_bytes(dev) if flush else 0), dev, what="the cache demo's buffers")
     bufs = [torch.empty(nbytes // 4, device=dev).fill_(1.0) for _ in range(copies)]  # fill: touch every page
     wrong = timing.measure(torch.sum, bufs[0], label="same input", min_run_time=min_run_time)
     wrong.method = "WRONG: harness, but the same input every call (hot cache)"
@@ -252,230 +285,85 @@ def timing_bytes(n: int) -> str:
     return f"{n / MiB:g} MiB" if n >= MiB else f"{n / 1024:g} KiB"
 
 
-# --- a pretend GPU, so the asynchronous mistakes show (and can be graded) on a CPU ------
+# --- seed 000's sync-inside mistake, on the pretend GPU of launch_queue -------------
 
 
-_COARSE_SLEEP = sys.platform == "win32" and sys.version_info < (3, 11)  # ~15 ms timer ticks
-_SLEEP_SLACK = 0.02 if _COARSE_SLEEP else 0.001
-
-
-def _wait_until(deadline: float) -> None:
-    """Sleep, then spin, until perf_counter() reaches `deadline` (sleep alone overshoots)."""
-    while (left := deadline - time.perf_counter()) > 0:
-        if left > _SLEEP_SLACK:
-            time.sleep(left - _SLEEP_SLACK)
-
-
-class SimulatedGPU:
-    """A pretend CUDA stream. Nothing computes: it only keeps time, but it keeps the contract.
-
-    `launch(seconds)` queues that much work and returns at once, like a kernel launch.
-    `synchronize()` waits until every queued piece of work has finished, like
-    `torch.cuda.synchronize()`. Like a real GPU, it runs queued work one piece after another,
-    and a launch blocks only when `queue_depth` launches are already waiting.
-    """
-
-    def __init__(self, queue_depth: int = 1024):
-        if queue_depth < 1:
-            raise ValueError("queue_depth must be at least 1 (a real GPU queues about 1024 launches).")
-        self.queue_depth = queue_depth
-        self._finish = collections.deque()  # when each queued piece of work will be done
-
-    def launch(self, seconds: float) -> None:
-        now = time.perf_counter()
-        while self._finish and self._finish[0] <= now:
-            self._finish.popleft()
-        if len(self._finish) >= self.queue_depth:  # queue full: wait for a slot, as CUDA does
-            _wait_until(self._finish.popleft())
-            now = time.perf_counter()
-        start = max(now, self._finish[-1]) if self._finish else now
-        self._finish.append(start + seconds)
-
-    def synchronize(self) -> None:
-        if self._finish:
-            _wait_until(self._finish[-1])
-            self._finish.clear()
-
-    @property
-    def pending(self) -> int:
-        """Launches not finished yet."""
-        now = time.perf_counter()
-        return sum(1 for t in self._finish if t > now)
-
-
-def seed000_variants(gpu: SimulatedGPU, work: float = 0.004, kernels: int = 12):
-    """Two versions of seed 000's computation on the pretend GPU, with the SAME work.
-
-    One synchronizes inside (as seed 000's functions do); the other does not (as one of
-    the versions in the thread's reply). Returns (syncs_inside, no_sync).
-    """
+def thread000_variants(gpu: SimulatedGPU, kernel: float = 0.002):
+    """Seed 000's pattern on the pretend GPU: the SAME launch, once with a synchronize inside
+    the function (as in the thread's functions) and once without (as K. Frank's run_batched).
+    Returns (syncs_inside, no_sync)."""
 
     def syncs_inside():
-        gpu.launch(work)  # one batched kernel
+        gpu.launch(kernel)
         gpu.synchronize()
 
     def no_sync():
-        for _ in range(kernels):  # a loop of smaller kernels, same total work
-            gpu.launch(work / kernels)
+        gpu.launch(kernel)
 
     return syncs_inside, no_sync
 
 
-def demo_sync_in_one_variant(work: float = 0.004, min_run_time: float = 0.2) -> dict[str, Timing]:
+# The pretend GPU's costs in this demo: 2 ms of device work a call, 0.5 ms for the host to issue
+# it and 0.1 ms for a synchronize. Real launches cost microseconds; these are scaled up so that a
+# wall clock on a busy machine resolves them. What matters is the shape: the host's cost is
+# hidden behind device work only when the host can run ahead.
+SIM_KERNEL, SIM_LAUNCH, SIM_SYNC = 0.002, 0.0005, 0.0001
+
+
+def demo_sync_in_one_variant(min_run_time: float = 0.2) -> dict[str, Timing]:
     """Seed 000's loop: a wall clock around each variant, one of which synchronizes inside.
 
-    Both variants queue `work` seconds on a pretend GPU. The wrong way times each with a
-    wall clock and no synchronize of its own; the harness waits for the GPU after every call.
+    Both variants queue the same kernel on a pretend GPU with a non-zero launch and sync cost.
+    The wrong way times 20 calls with a wall clock and no synchronize of its own: the variant
+    without a sync looks as fast as its launches. The harness waits for the GPU after each block
+    of calls, and shows the other half of the story: the sync inside is a real cost too, since
+    the host can no longer issue the next launch while the device works.
     """
-    gpu = SimulatedGPU()
-    syncs_inside, no_sync = seed000_variants(gpu, work)
+    _check_seconds(min_run_time, "min_run_time")
+    gpu = SimulatedGPU(launch_cost=SIM_LAUNCH, sync_cost=SIM_SYNC)
+    syncs_inside, no_sync = thread000_variants(gpu, SIM_KERNEL)
     out = {}
     for name, fn in (("syncs inside", syncs_inside), ("no sync", no_sync)):
         gpu.synchronize()  # start each timing with an empty queue
         out[f"{name} · wrong"] = timing.wrong_no_sync(fn, repeats=20, label=f"{name} · wrong")
         gpu.synchronize()
-        out[f"{name} · harness"] = timing.measure(lambda f=fn: (f(), gpu.synchronize()), label=f"{name} · harness",
-                                                  min_run_time=min_run_time)
+        out[f"{name} · harness"] = _harness_with_sync(fn, gpu, name, min_run_time)
     gpu.synchronize()
     return out
 
 
-# --- fake workloads of known duration (the exercise's test bench) ------------------------
+def _harness_with_sync(fn, gpu, name, min_run_time):
+    """The harness on a pretend GPU: its block of calls ends with the pretend GPU's synchronize,
+    as torch.utils.benchmark ends each block with torch.cuda.synchronize()."""
+    calls = 50
 
-STEADY = 0.005  # seconds per ordinary call of every fake workload
-SLOW = 0.100  # seconds of a cold first call or an outlier
-MAX_CALLS = 1000
-# Outliers: about 1 call in 25, at fixed (seeded) positions, so every run sees the same ones.
-_rng = random.Random(2024)
-OUTLIER_CALLS = frozenset({1, 4} | {i for i in range(MAX_CALLS) if _rng.random() < 0.04})
+    def block():
+        for _ in range(calls):
+            fn()
+        gpu.synchronize()
 
-
-class TooManyCalls(RuntimeError):
-    pass
-
-
-class FakeWorkload:
-    """A callable that takes a known time per call. `sync()` waits for its queued work.
-
-    kind "cold": the first call takes SLOW, later ones STEADY.
-    kind "outliers": STEADY, but the calls in OUTLIER_CALLS take SLOW.
-    kind "async": each call queues STEADY on a SimulatedGPU and returns at once.
-    """
-
-    KINDS = ("cold", "outliers", "async")
-
-    def __init__(self, kind: str):
-        if kind not in self.KINDS:
-            raise ValueError(f"kind must be one of {self.KINDS}, got {kind!r}.")
-        self.kind = kind
-        self.calls = 0
-        self.gpu = SimulatedGPU() if kind == "async" else None
-
-    def duration(self, i: int) -> float:
-        if (self.kind == "cold" and i == 0) or (self.kind == "outliers" and i in OUTLIER_CALLS):
-            return SLOW
-        return STEADY
-
-    def __call__(self):
-        i, self.calls = self.calls, self.calls + 1
-        if i >= MAX_CALLS:
-            raise TooManyCalls(f"more than {MAX_CALLS} calls")
-        if self.gpu is not None:
-            self.gpu.launch(self.duration(i))
-        else:
-            _wait_until(time.perf_counter() + self.duration(i))
-
-    def sync(self):
-        if self.gpu is not None:
-            self.gpu.synchronize()
+    t = timing.measure(block, label=f"{name} · harness", min_run_time=min_run_time)
+    scaled = [x / calls for x in t.samples]
+    return Timing(t.label, t.median / calls, t.iqr / calls, scaled, t.calls_per_sample * calls,
+                  t.method + f", {calls} calls then one synchronize per sample", t.device)
 
 
-_WORKLOAD_TITLES = {
-    "cold": f"cold start: first call {SLOW * 1e3:.0f} ms, then {STEADY * 1e3:.0f} ms a call",
-    "outliers": f"rare outliers: {STEADY * 1e3:.0f} ms a call, about 1 call in 25 takes {SLOW * 1e3:.0f} ms",
-    "async": f"asynchronous: each call queues {STEADY * 1e3:.0f} ms of work and returns at once",
-}
-_ADVICE_HIGH = {
-    "cold": "reports too much: warm up before you start the clock",
-    "outliers": "reports too much: take the median of many timed calls, not the mean or one call",
-    "async": "reports too much",
-}
-_ADVICE_LOW = {
-    "cold": "reports too little",
-    "outliers": "reports too little",
-    "async": "reports too little: call sync() before you stop the clock",
-}
+def sync_timeline(calls: int = 4):
+    """The same two variants in the model (launch_queue.schedule): when each call is issued and
+    run. With a sync inside, the device idles while the host issues the next launch."""
+    inside = [Op(f"call {i}", SIM_LAUNCH, SIM_KERNEL, sync=True) for i in range(calls)]
+    free = [Op(f"call {i}", SIM_LAUNCH, SIM_KERNEL) for i in range(calls)] + [Op("sync", 0.0, 0.0, sync=True)]
+    return {"syncs inside": schedule(inside, sync_cost=SIM_SYNC), "no sync": schedule(free, sync_cost=SIM_SYNC)}
 
 
-# --- the exercise ------------------------------------------------------------------------
-
-
-def broken_benchmark(fn, sync, repeats=20):
-    """Seconds per call of fn(), measured the way forum threads often do. Fix it!"""
-    start = time.time()
-    for _ in range(repeats):
-        fn()
-    return (time.time() - start) / repeats
-
-
-TOLERANCE = 0.3  # a correct benchmark lands within ±30% of the true time per call
-GPU_CHECK_N = 4096
-
-
-def _grade_one(kind: str, result) -> tuple[bool, str]:
-    """(ok, advice) for one fake workload. The advice never contains a measured number."""
-    if isinstance(result, bool) or not isinstance(result, (int, float)) or not math.isfinite(result) or result <= 0:
-        return False, "return the seconds per call as a positive number"
-    r = result / STEADY
-    if abs(r - 1) <= TOLERANCE:
-        return True, ""
-    if 300 <= r <= 3000:
-        return False, "looks like milliseconds: return seconds"
-    return False, (_ADVICE_HIGH if r > 1 else _ADVICE_LOW)[kind]
-
-
-def check_exercise(my_benchmark) -> Verdict:
-    """Grade `my_benchmark(fn, sync) -> seconds per call` on workloads of known duration.
-
-    Each fake workload takes a known time per call (see FakeWorkload), so the verdict reads
-    the same on every machine. On a CUDA GPU it also compares with `timing.measure` on a
-    real matmul.
-    """
-    if not callable(my_benchmark):
-        raise ValueError("check_exercise needs your benchmark function itself: check_exercise(my_benchmark), "
-                         "not the number it returns.")
-    v = Verdict("Exercise 00: an honest benchmark")
-    for kind in FakeWorkload.KINDS:
-        work = FakeWorkload(kind)
-        try:
-            result = my_benchmark(work, work.sync)
-        except TooManyCalls:
-            hint = " (and each call looks instant until you sync())" if kind == "async" else ""
-            v.check(_WORKLOAD_TITLES[kind], False, f"it called fn more than {MAX_CALLS} times: a few dozen is enough{hint}")
-            continue
-        except Exception as err:  # the reader's code: report, don't crash the checker
-            v.check(_WORKLOAD_TITLES[kind], False, f"your benchmark raised {type(err).__name__}")
-            continue
-        finally:
-            work.sync()  # drain what a benchmark without sync left queued
-        ok, advice = _grade_one(kind, result)
-        v.check(_WORKLOAD_TITLES[kind], ok, advice)
-    gpu_name = f"agrees with timing.measure on a {GPU_CHECK_N}×{GPU_CHECK_N} matmul"
-    if not has_cuda():
-        v.on_gpu(gpu_name, None)
-        return v
-    a = _square(GPU_CHECK_N, torch.device("cuda"))
-    truth = timing.measure(torch.mm, a, a).median
-    try:
-        mine = my_benchmark(lambda: torch.mm(a, a), torch.cuda.synchronize)
-        ok = isinstance(mine, (int, float)) and abs(mine / truth - 1) <= TOLERANCE
-        detail = "" if ok else ("reports too little: sync before you stop the clock" if mine < truth
-                                else "reports too much: warm up, and take the median")
-    except Exception as err:
-        ok, detail = False, f"your benchmark raised {type(err).__name__}"
-    torch.cuda.synchronize()
-    v.on_gpu(gpu_name, ok, detail)
-    return v
+def implicit_syncs_example(x):
+    """A training-loop fragment with four hidden synchronizations (see host_syncs)."""
+    loss = (x * 2).pow(2).mean()
+    print(f"loss {loss:.3f}")  # formats a tensor: reads its value
+    if loss > 1:  # a tensor in an if: reads its value
+        x = x / 2
+    kept = x[x > 0]  # boolean mask: the output size depends on the data
+    return kept.sum().item()  # .item(): reads the value
 
 
 # --- try it on your own function ---------------------------------------------------------

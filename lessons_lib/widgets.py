@@ -169,17 +169,15 @@ class Explorer:
     def _preview_png(self) -> str | None:
         """A static picture for viewers without a kernel: the first recorded result's replay."""
         import base64
-        import io
 
         recs = results.for_lesson(self.lesson.key)
         figs = self.replay(recs[0]) if recs else []
         if not figs:
             return None
-        buf = io.BytesIO()
-        figs[0].savefig(buf, format="png", dpi=72)
+        png = _png(figs[0]).data
         for f in figs:
             plt.close(f)
-        return base64.b64encode(buf.getvalue()).decode()
+        return base64.b64encode(png).decode()
 
     def _build(self):
         import ipywidgets as W
@@ -260,8 +258,7 @@ class Explorer:
             self.out.outputs = ()  # (clear_output would route through the kernel's current cell)
             for item in action():
                 if isinstance(item, plt.Figure):
-                    self.out.append_display_data(item)
-                    plt.close(item)
+                    self.out.append_display_data(_png(item))
                 else:
                     self.out.append_stdout(f"{item}\n")
             self.status.value = getattr(self, "_done_note", "")
@@ -324,6 +321,18 @@ class Explorer:
                         colors=self.colors)
         fig.suptitle(title)
         return fig
+
+
+def _png(fig):
+    """A figure as a PNG image object (closed afterwards): the same in any kernel and any thread."""
+    import io
+
+    from IPython.display import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")
+    plt.close(fig)
+    return Image(data=buf.getvalue(), format="png")
 
 
 def _dtype(name) -> torch.dtype:

@@ -7,6 +7,7 @@ import time
 import pytest
 import torch
 
+from lessons_lib import lesson00_exercise as E
 from lessons_lib import lesson00_timing as L
 from lessons_lib import timing
 from lessons_lib.timing import Timing
@@ -99,54 +100,61 @@ def test_timer_default_is_one_thread():
     assert inspect.signature(tb.Timer).parameters["num_threads"].default == 1
 
 
-# --- the simulated GPU -----------------------------------------------------------------------
+# --- seed 000's sync inside one variant, on the pretend GPU ------------------------------------
 
 
-def test_simulated_gpu_launch_returns_at_once_and_synchronize_waits():
-    gpu = L.SimulatedGPU()
-    t0 = time.perf_counter()
-    for _ in range(3):
-        gpu.launch(0.02)
-    launched = time.perf_counter() - t0
-    assert launched < 0.005
-    assert gpu.pending == 3
-    gpu.synchronize()
-    assert time.perf_counter() - t0 >= 0.06
-    assert gpu.pending == 0
+def test_the_wrong_way_ranks_the_variant_without_sync_as_faster():
+    r = L.demo_sync_in_one_variant(min_run_time=0.1)
+    assert r["no sync · wrong"].median < 0.6 * r["syncs inside · wrong"].median
 
 
-def test_simulated_gpu_blocks_when_its_queue_is_full():
-    gpu = L.SimulatedGPU(queue_depth=2)
-    t0 = time.perf_counter()
-    for _ in range(3):
-        gpu.launch(0.02)
-    assert time.perf_counter() - t0 >= 0.02  # the third launch waited for a free slot
-    gpu.synchronize()
-    with pytest.raises(ValueError, match="queue_depth"):
-        L.SimulatedGPU(queue_depth=0)
+def test_the_harness_sees_the_kernel_time_of_the_variant_without_sync():
+    r = L.demo_sync_in_one_variant(min_run_time=0.1)
+    assert r["no sync · harness"].median >= 0.95 * L.SIM_KERNEL
 
 
-def test_seed000_loop_misranks_without_sync_and_the_harness_does_not():
-    r = L.demo_sync_in_one_variant(work=0.004, min_run_time=0.1)
-    assert r["no sync · wrong"].median < 0.2 * r["no sync · harness"].median
-    assert r["syncs inside · wrong"].median >= 0.004
-    for name in ("no sync · harness", "syncs inside · harness"):
-        assert 0.004 <= r[name].median <= 0.004 * 1.3
+def test_the_harness_shows_the_sync_inside_is_a_real_cost():
+    # launch + kernel + sync a call, against the kernel alone once the host runs ahead
+    r = L.demo_sync_in_one_variant(min_run_time=0.1)
+    assert r["syncs inside · harness"].median >= r["no sync · harness"].median + 0.8 * (L.SIM_LAUNCH + L.SIM_SYNC)
+
+
+def test_the_model_leaves_the_device_idle_only_with_a_sync_inside():
+    lines = L.sync_timeline(calls=4)
+    assert (len(lines["syncs inside"].gaps), len(lines["no sync"].gaps)) == (3, 0)
+
+
+def test_implicit_syncs_are_found_with_their_lines():
+    found = L.host_syncs(L.implicit_syncs_example, torch.ones(8))
+    assert [s.where.split("(")[0].split(" ")[0] for s in found] == ["print", "if", "kept", "return"]
+
+
+@pytest.mark.parametrize("kw", [{"n": 0}, {"n": 2.5}, {"n": -3}, {"min_run_time": 0}, {"min_run_time": "1"}])
+def test_demo_sizes_are_checked_before_anything_runs(kw):
+    with pytest.raises(ValueError):
+        L.demo_single_run("cpu", **kw)
+
+
+def test_cache_demo_rotates_through_more_than_the_last_level_cache():
+    from lessons_lib.device import last_level_cache_bytes
+
+    assert L.sizes("cpu").rotate_bytes >= 4 * last_level_cache_bytes("cpu")
+
 
 
 def test_fake_workloads_take_their_stated_time():
-    cold = L.FakeWorkload("cold")
+    cold = E.FakeWorkload("cold")
     t0 = time.perf_counter()
     cold()
-    assert time.perf_counter() - t0 >= L.SLOW
-    out = L.FakeWorkload("outliers")
-    assert {0, 2, 3} & L.OUTLIER_CALLS == set() and {1, 4} <= L.OUTLIER_CALLS
-    assert 0.02 < len(L.OUTLIER_CALLS) / L.MAX_CALLS < 0.06  # rare: about 1 call in 25
+    assert time.perf_counter() - t0 >= E.SLOW
+    out = E.FakeWorkload("outliers")
+    assert {0, 2, 3} & E.OUTLIER_CALLS == set() and {1, 4} <= E.OUTLIER_CALLS
+    assert 0.02 < len(E.OUTLIER_CALLS) / E.MAX_CALLS < 0.06  # rare: about 1 call in 25
     t0 = time.perf_counter()
     out()
-    assert L.STEADY <= time.perf_counter() - t0 < L.SLOW
+    assert E.STEADY <= time.perf_counter() - t0 < E.SLOW
     with pytest.raises(ValueError, match="kind"):
-        L.FakeWorkload("warm")
+        E.FakeWorkload("warm")
 
 
 # --- the exercise checker -------------------------------------------------------------------
@@ -290,3 +298,20 @@ def test_gpu_checker_agrees_with_the_harness_on_a_real_kernel():
     assert v.passed and v.checks[-1][1] is True, str(v)
     v = L.check_exercise(no_sync)
     assert v.checks[-1][1] is False, str(v)
+
+
+def test_checker_stops_a_benchmark_that_never_returns(monkeypatch):
+    monkeypatch.setattr(E, "WORKLOAD_TIME_LIMIT", 0.3)
+
+    def forever(fn, sync):
+        while True:
+            pass
+
+    v = E.check_exercise(forever)
+    assert "endless loop" in str(v)
+
+
+def test_starter_source_runs_as_pasted():
+    namespace = {}
+    exec(E.starter_source(), namespace)  # the notebook's editable cell: imports included
+    assert callable(namespace["my_benchmark"])

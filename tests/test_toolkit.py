@@ -194,7 +194,8 @@ def test_explorer_widget_builds_and_reports_errors_in_place():
     assert "needs about" in ex.status.value and not ex.run_b.disabled
     ex.sliders["n"].value = 8
     ex._act(ex._do_run, background=False)
-    assert ex.status.value == ""
+    assert "needs about" not in ex.status.value and "unexpected" not in ex.status.value
+    assert any("image/png" in o.get("data", {}) for o in ex.out.outputs)  # the figure, in the widget
     assert ui is ex.widget()
 
 
