@@ -221,11 +221,11 @@ class Lesson:
 
         Dispatch-level counts: what the ops ask for, not DRAM traffic (copies inside a kernel,
         such as cuBLAS workspaces, are not seen; data that stays in cache is still counted)."""
-        rows = [("variant", "launches", "GEMMs", "copies", "new memory", "bytes touched", "GFLOP")]
+        rows = [("variant", "launches", "GEMMs", "copied", "new allocation", "bytes touched", "GFLOP")]
         for name, t in self.traces(params, dtype).items():
             gemm_batches = "+".join(str(op.gemm[0]) for op in t.gemms[:1]) if t.gemms else "-"
             gemms = f"{len(t.gemms)} (batch {gemm_batches})" if t.gemms else "0"
-            rows.append((name, str(len(t.compute_ops)), gemms, fmt_bytes(sum(op.alloc_bytes for op in t.copies)),
+            rows.append((name, str(len(t.compute_ops)), gemms, fmt_bytes(t.copied_bytes),
                          fmt_bytes(t.alloc_bytes), fmt_bytes(t.moved_bytes), f"{t.flops / 1e9:.2f}"))
         return text_table(rows, numbers=True)
 

@@ -144,11 +144,11 @@ def targets(device, section: dict) -> list[dict]:
         v = head["variants"]
         speedup = v["broadcast matmul"]["median"] / v["einsum"]["median"]
         out.append({"name": "01 einsum speed-up over broadcast matmul at the thread's shape", "value": speedup,
-                    "bar": ">= 3 (GPU claim)", "ok": speedup >= 3 if gpu else None})
+                    "bar": ">= 3.1 (GPU claim, roofline-derived)", "ok": speedup >= 3.1 if gpu else None})
         if "floor" in v["einsum"]:
             ratio = v["einsum"]["median"] / v["einsum"]["floor"]
             out.append({"name": "01 einsum time / floor at the thread's shape", "value": ratio,
-                        "bar": "<= 2.5 (GPU)", "ok": ratio <= 2.5 if gpu else None})
+                        "bar": "<= 2.2 (GPU, roofline-derived)", "ok": ratio <= 2.2 if gpu else None})
     ex = explorer(device)
     ex.run()  # the first run pays for peak measurement and warm-up
     t0 = time.perf_counter()
@@ -228,9 +228,9 @@ def check_exercise(fn) -> Verdict:
 # below (x 64·256·1024, W 16·64·1024, fp32) the starter copies W 64 times (268 MB written, then read
 # by the bmm) on top of the same 2.1 GFLOP, while a one-GEMM solution reads x and W once. On a T4
 # (8.1 TFLOP/s, 320 GB/s) the floors are ~1.7 ms vs ~0.26 ms; on an H100 ~0.24 ms vs ~0.04 ms.
-# Real GEMMs reach 50-80% of peak, so we ask for 1.5×, well inside the ~1.7-2.2× the model allows
-# once efficiencies are applied.
-GPU_SPEEDUP_BAR = 1.5
+# With GEMMs at 60% of peak and memory-bound ops at 85% of bandwidth the model allows ~1.37× on an
+# H100 (more on a T4): the bar is 1.3×, inside both (tests/test_gpu_claims.py derives it).
+GPU_SPEEDUP_BAR = 1.3
 
 
 def gpu_speed_check(fn) -> tuple[str, bool, str]:

@@ -465,7 +465,8 @@ def record(device, quick: bool = False) -> dict:
 
 
 def recorded_reproductions() -> list[tuple[str, dict]]:
-    """(GPU, the thread's experiment measured there) from every recorded file that has it."""
+    """(label, the thread's experiment) from every recorded GPU file that has it: measured with the
+    course harness, or reported in the thread (the label says which)."""
     return [(rec.label(), rec.lesson(LESSON.key)["reproduce"])
             for rec in results.for_lesson(LESSON.key, gpu_only=True) if "reproduce" in rec.lesson(LESSON.key)]
 

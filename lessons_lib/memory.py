@@ -20,11 +20,12 @@ from typing import Callable, NamedTuple
 
 import torch
 from torch.autograd.graph import saved_tensors_hooks
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .device import fmt_bytes
 from .display import text_table
-from .trace import Op, OpTrace, _Recorder
+from .trace import Op, OpTrace, _is_view_op, _Recorder
 
 _MARK = "lessons_lib.memory.op"  # profiler range around each op, to place CPU memory events
 
@@ -114,6 +115,50 @@ class _Tracker(_Recorder):
         """Stop watching storages that outlive the analysis (gradients, outputs)."""
         for f in self._finalizers:
             f.detach()
+
+
+# --- reading saved slots without recomputing ----------------------------------------------
+
+# Who keeps the inputs of a region under non-reentrant activation checkpointing: not a graph node
+# but the checkpoint's frame, which recomputes the region's forward from them in backward.
+CHECKPOINT_OWNER = ("checkpoint", "input kept to recompute")
+
+
+class _Recomputes(Exception):
+    """Reading a saved slot started running ops: checkpoint recomputing its region."""
+
+
+class _RefuseOps(TorchDispatchMode):
+    """Raise before the first op that does work, so a recomputation allocates nothing. Views pass:
+    unpacking a saved leaf detaches it."""
+
+    def __init__(self):
+        super().__init__()
+        self.refused = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if _is_view_op(func):
+            return func(*args, **(kwargs or {}))
+        self.refused = True
+        raise _Recomputes(str(func))
+
+
+def _slots(node) -> list[str]:
+    """A graph node's saved-tensor attributes: `_saved_*`, and `saved_tensors` for autograd.Function."""
+    slots = sorted(a for a in dir(node) if a.startswith("_saved_"))
+    return slots + (["saved_tensors"] if hasattr(type(node), "saved_tensors") else [])
+
+
+def _read_slot(node, slot: str):
+    """(value, recomputed): a node's saved slot. A slot packed by non-reentrant checkpoint would
+    rerun the checkpointed forward to be read (and keep what it recomputed for as long as the
+    graph lives): that run is stopped before its first op, and (None, True) comes back."""
+    guard = _RefuseOps()
+    try:
+        with guard:
+            return getattr(node, slot), False
+    except (_Recomputes, RuntimeError, AttributeError):
+        return None, guard.refused
 
 
 # --- the saved-tensor ledger ------------------------------------------------------------
@@ -224,16 +269,16 @@ def ledger(fn: Callable, *args, **kwargs) -> Ledger:
     tracker.detach()
 
     # Which node holds which tensor: read each node's saved slots and see which token comes back.
+    # A slot that checkpoint packed would rerun the forward to be read: that is refused, and the
+    # tokens checkpoint unpacks first (the inputs it keeps to recompute from) are its own.
     owner: dict[int, tuple[str, str]] = {}
     for node in _graph_nodes(_tensors(out)):
-        slots = [a for a in dir(node) if a.startswith("_saved_")]
-        slots += ["saved_tensors"] if hasattr(type(node), "saved_tensors") else []  # autograd.Function
-        for slot in slots:
+        for slot in _slots(node):
             unpacked.clear()
-            with contextlib.suppress(RuntimeError, AttributeError):
-                getattr(node, slot)
+            _value, recomputed = _read_slot(node, slot)
             for i in unpacked:
-                owner.setdefault(i, (type(node).__name__, slot.replace("_saved_", "", 1)))
+                owner.setdefault(i, CHECKPOINT_OWNER if recomputed
+                                 else (type(node).__name__, slot.replace("_saved_", "", 1)))
 
     inputs = {_storage(t)[0]: (i, t) for i, t in reversed(list(enumerate(_tensors((args, kwargs)))))}
     first_row: dict[int, int] = {}
@@ -576,19 +621,23 @@ def graph(out) -> str:
     seen: dict[object, int] = {}
 
     def saved(node) -> str:
-        parts = []
-        slots = sorted(a for a in dir(node) if a.startswith("_saved_"))
-        slots += ["saved_tensors"] if hasattr(type(node), "saved_tensors") else []
-        for slot in slots:
-            with contextlib.suppress(RuntimeError, AttributeError):
-                value = getattr(node, slot)
-                for i, t in enumerate(value if isinstance(value, tuple) else (value,)):
-                    if isinstance(t, torch.Tensor):
-                        name = slot.replace("_saved_", "", 1) + (f"[{i}]" if isinstance(value, tuple) else "")
-                        shape = "x".join(map(str, t.shape)) or "scalar"
-                        dtype = str(t.dtype).replace("torch.", "")
-                        parts.append(f"{name} {shape} {dtype} ({fmt_bytes(_storage(t)[1])})")
-        return ("   saves " + ", ".join(parts)) if parts else ""
+        parts, recomputed = [], []
+        for slot in _slots(node):
+            value, again = _read_slot(node, slot)
+            name = slot.replace("_saved_", "", 1)
+            if again:
+                recomputed.append(name)
+                continue
+            for i, t in enumerate(value if isinstance(value, tuple) else (value,)):
+                if isinstance(t, torch.Tensor):
+                    label = name + (f"[{i}]" if isinstance(value, tuple) else "")
+                    shape = "x".join(map(str, t.shape)) or "scalar"
+                    dtype = str(t.dtype).replace("torch.", "")
+                    parts.append(f"{label} {shape} {dtype} ({fmt_bytes(_storage(t)[1])})")
+        text = ("   saves " + ", ".join(parts)) if parts else ""
+        if recomputed:
+            text += f"   recomputes {', '.join(recomputed)} in backward (checkpoint: nothing kept)"
+        return text
 
     def walk(node, prefix: str, last: bool, root: bool) -> None:
         branch = "" if root else ("└─ " if last else "├─ ")

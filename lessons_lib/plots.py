@@ -153,3 +153,28 @@ def panels(n: int, size=(6.0, 3.0)):
     for ax in flat[n:]:
         ax.remove()
     return fig, flat[:n]
+
+
+def timeline(lines: dict, title: str = "", unit: str = "ms"):
+    """Host and device rows for each modelled timeline (launch_queue.Timeline), one pair of rows
+    a variant, stacked: when the host issues each op, when the device runs it, and the device's
+    idle gaps shaded."""
+    scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}[unit]
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.8 * len(lines)), layout="constrained")
+    ticks, labels = [], []
+    for i, (name, tl) in enumerate(lines.items()):
+        y_cpu, y_gpu = 2 * i + 1, 2 * i
+        for s in tl.slots:
+            ax.broken_barh([(s.cpu_start / scale, (s.cpu_end - s.cpu_start) / scale)], (y_cpu - 0.35, 0.7),
+                           color="tab:blue", alpha=0.7)
+            ax.broken_barh([(s.gpu_start / scale, (s.gpu_end - s.gpu_start) / scale)], (y_gpu - 0.35, 0.7),
+                           color="tab:green", alpha=0.7)
+        for a, b in tl.gaps:
+            ax.broken_barh([(a / scale, (b - a) / scale)], (y_gpu - 0.35, 0.7), color="tab:red", alpha=0.25)
+        ticks += [y_gpu, y_cpu]
+        labels += [f"{name}: GPU", f"{name}: CPU"]
+    ax.set_yticks(ticks, labels)
+    ax.set_xlabel(f"time ({unit}); model, not a measurement")
+    ax.set_title(title or "host issues (blue), device runs (green), device idle (red)")
+    ax.grid(axis="y", visible=False)
+    return fig

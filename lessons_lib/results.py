@@ -1,24 +1,30 @@
-"""Recorded results: one small JSON file per device, read by notebooks and widgets.
+"""Recorded results: small JSON files, read by notebooks and widgets.
 
-Layout of a file (lessons_lib/reference/<device-slug>.json):
+Every figure has a *kind*, kept in `meta.kind_of_figures` and shown wherever the figure is:
 
-    {"meta": {device name, SMs, memory, torch, CUDA, driver, date, ...},
+- `measured`: our harness on named hardware (`python -m lessons_lib.record` on that machine);
+- `reported`: a figure from a forum thread or a cited public source, with the hardware as the
+  source states it (hand-copied, the source named in `meta.source`);
+- `model`: the roofline floor for a named GPU's datasheet peaks, from the lessons' traced work
+  on `meta` (`python -m lessons_lib.record --model T4`). Not a measurement.
+
+Layout of a file (lessons_lib/reference/<slug>.json):
+
+    {"meta": {"name", "kind" ("cuda" | "cpu"), "kind_of_figures", "torch", "date", "source", ...},
      "lessons": {"01_broadcast_matmul": {"headline": RUN, "sweeps": {param: SWEEP}, ...}}}
 
-RUN   = {"params", "dtype", "peaks", "variants": {name: {"median", "iqr", "floor", ...}}}
+RUN   = {"params", "dtype", "peaks", "variants": {name: ROW}}
 SWEEP = {"param", "values", "base", "dtype", "variants": {name: {"median": [...], "iqr": [...]}}}
+ROW (measured) = {"median", "iqr", "floor", ...}; (reported) = {"per_call", "total_s", "calls", "note"};
+ROW (model) = {"floor", "regime", "flops", "bytes", "launches"} (in a model SWEEP: {"floor": [...]}).
 
-`python -m lessons_lib.record` regenerates the file for whatever device it runs on.
-
-Every file says what kind of figures it holds (`meta.figures`), and every place that shows a
-number shows that kind:
-  measured   our harness, on the named hardware (`python -m lessons_lib.record`)
-  reported   figures copied from a forum thread or another cited source, hardware as the source gives it
-  model      roofline floors for a named GPU's datasheet peaks (`python -m lessons_lib.record --model T4`):
-             a lower bound computed from the traced work, never a measurement
+`Recorded.lesson(key)` gives every row a "median" and "iqr" to plot, whatever its kind: the
+measured median, a reported per-call time, or a model's floor (iqr 0), and a "figure" that says
+which. Use `Recorded.figure_note()` or the row's "figure" to say so beside the plot.
 """
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +33,16 @@ from .device import DeviceInfo
 from .roofline import Peaks
 
 REFERENCE_DIR = Path(__file__).parent / "reference"
+KINDS = ("measured", "reported", "model")
+# What each kind's figure is, in a few words (for labels) and in a sentence (for notes).
+KIND_WORDS = {"measured": "measured", "reported": "reported", "model": "model (datasheet roofline)"}
+KIND_NOTES = {
+    "measured": "measured: our harness's median on the named hardware",
+    "reported": "reported: a figure copied from the forum thread or a cited source, hardware as the source states it",
+    "model": "model: the roofline floor (FLOPs, bytes and ops over the GPU's datasheet peaks); not a measurement",
+}
+_FIGURE = {"measured": "median of measured calls", "reported": "as reported",
+           "model": "roofline floor (model, not a measurement)"}
 
 
 def run_to_dict(run, peaks: Peaks | None = None) -> dict:
@@ -41,8 +57,12 @@ def run_to_dict(run, peaks: Peaks | None = None) -> dict:
         variants[name] = row
     out = {"params": run.params, "dtype": run.dtype, "variants": variants}
     if peaks is not None:
-        out["peaks"] = {"flops": peaks.flops, "bandwidth": peaks.bandwidth, "launch": peaks.launch, "source": peaks.source}
+        out["peaks"] = peaks_to_dict(peaks)
     return out
+
+
+def peaks_to_dict(peaks: Peaks) -> dict:
+    return {"flops": peaks.flops, "bandwidth": peaks.bandwidth, "launch": peaks.launch, "source": peaks.source}
 
 
 def sweep_to_dict(sweep) -> dict:
@@ -52,7 +72,21 @@ def sweep_to_dict(sweep) -> dict:
             "variants": {n: {"median": meds[n], "iqr": iqrs[n]} for n in meds}}
 
 
-KINDS = ("measured", "reported", "model")
+def _figure_row(row: dict, kind: str) -> dict:
+    """A copy of one variant's row with "median", "iqr" and "figure" filled in for plotting."""
+    row = dict(row)
+    if "median" in row:
+        row.setdefault("figure", _FIGURE["measured"] if kind == "measured" else _FIGURE.get(kind, kind))
+        return row
+    if "per_call" in row:
+        row["median"], row["figure"] = row["per_call"], row.get("figure", "per call, as reported")
+    elif "floor" in row:
+        row["median"], row["figure"] = row["floor"], _FIGURE["model"]
+    else:
+        return row
+    value = row["median"]
+    row.setdefault("iqr", [0.0] * len(value) if isinstance(value, list) else 0.0)
+    return row
 
 
 @dataclass
@@ -67,85 +101,130 @@ class Recorded:
 
     @property
     def kind(self) -> str:
-        """measured, reported or model (files from before kinds existed were all measured)."""
-        return self.meta.get("figures", "measured")
+        """"measured", "reported" or "model" (files from before kinds existed were measured)."""
+        return self.meta.get("kind_of_figures") or self.meta.get("figures") or "measured"
+
+    def _name(self) -> str:
+        return self.meta["name"].replace("NVIDIA ", "")
 
     def label(self) -> str:
-        """A full line: hardware, the kind of figures, and where they come from."""
-        m = self.meta
-        if self.kind == "reported":
-            return f"{m['name']} · reported by {m['source']} · torch {m.get('torch', '?')} · not our measurement"
-        if self.kind == "model":
-            return f"{m['name']} · model: roofline floor from {m['source']} · a lower bound, not a measurement"
-        return f"{m['name']} · measured with the course harness · torch {m['torch']} · {m['date']}"
+        """One line naming the hardware, the kind of figures and where they come from."""
+        m, kind = self.meta, self.kind
+        if kind == "measured":
+            return f"{self._name()} · measured · torch {m['torch']} · {m['date']}"
+        if kind == "reported":
+            torch = f" · torch {m['torch']}" if m.get("torch_stated", True) else ""
+            return f"{self._name()} · reported ({m.get('source_short') or m.get('short_source') or 'cited source'}){torch}"
+        return f"{self._name()} · {KIND_WORDS.get(kind, kind)}"
 
     def short(self) -> str:
-        name = self.meta["name"].replace("NVIDIA ", "")
-        if self.kind == "reported":
-            return f"{name} (reported, {self.meta.get('short_source', 'forum thread')})"
-        if self.kind == "model":
-            return f"{name} (model, datasheet roofline)"
-        return f"{name} (measured {self.meta['date']})"
+        """A short unique name for menus and legends; it carries the kind too."""
+        m, kind = self.meta, self.kind
+        if kind == "measured":
+            return f"{self._name()} · measured {m['date']}"
+        if kind == "reported":
+            return f"{self._name()} · reported" + (f", torch {m['torch']}" if m.get("torch_stated", True) else "")
+        return f"{self._name()} · model"
+
+    def figure_note(self) -> str:
+        """A sentence saying what this file's figures are."""
+        return KIND_NOTES.get(self.kind, self.kind)
 
     def lesson(self, key: str) -> dict | None:
-        return self.lessons.get(key)
+        """This lesson's section; every headline and sweep row has "median", "iqr" and "figure"."""
+        data = self.lessons.get(key)
+        if not isinstance(data, dict):
+            return data
+        data = copy.deepcopy(data)
+        head = data.get("headline")
+        if head:
+            head["variants"] = {n: _figure_row(v, self.kind) for n, v in head.get("variants", {}).items()}
+        for sw in data.get("sweeps", {}).values():
+            sw["variants"] = {n: _figure_row(v, self.kind) for n, v in sw.get("variants", {}).items()}
+        return data
+
+    def headline_figures(self, key: str) -> dict[str, float]:
+        """{variant: seconds} at this lesson's headline shape (median, reported or floor)."""
+        head = (self.lesson(key) or {}).get("headline") or {}
+        return {n: v["median"] for n, v in head.get("variants", {}).items() if "median" in v}
 
 
 def save(info: DeviceInfo, lessons: dict, directory: Path | str = REFERENCE_DIR) -> Path:
-    """Write (or update) this device's file; lessons not re-recorded are kept."""
+    """Write (or update) this device's measured file; lessons not re-recorded are kept."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{info.slug()}.json"
     old = json.loads(path.read_text())["lessons"] if path.exists() else {}
-    data = {"meta": {**info.as_dict(), "figures": "measured", "recorded_by": "python -m lessons_lib.record"},
+    data = {"meta": {**info.as_dict(), "kind_of_figures": "measured", "recorded_by": "python -m lessons_lib.record"},
             "lessons": {**old, **lessons}}
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
 
 
+def save_file(name: str, meta: dict, lessons: dict, directory: Path | str = REFERENCE_DIR) -> Path:
+    """Write a reported or model file as given (meta must carry kind_of_figures)."""
+    if meta.get("kind_of_figures") not in KINDS:
+        raise ValueError(f"meta.kind_of_figures must be one of {KINDS}, got {meta.get('kind_of_figures')!r}.")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps({"meta": meta, "lessons": lessons}, indent=1, sort_keys=True) + "\n")
+    return path
+
+
 def load_all(directory: Path | str = REFERENCE_DIR) -> list[Recorded]:
-    """Every recorded file, GPUs first. A malformed file is skipped with a warning, not raised."""
+    """Every recorded file: measured first, then reported, then model; GPUs before CPUs.
+    A malformed file is skipped with a warning, not raised."""
     out = []
     for path in sorted(Path(directory).glob("*.json")):
         try:
             data = json.loads(path.read_text())
             out.append(Recorded(data["meta"], data.get("lessons", {}), path))
-        except (ValueError, KeyError) as err:
+        except (ValueError, KeyError, TypeError) as err:
             import warnings
 
             warnings.warn(f"Skipping recorded results {path.name}: {err}")
-    return sorted(out, key=lambda r: (not r.is_gpu, r.meta.get("name", "")))
+    order = {k: i for i, k in enumerate(KINDS)}
+    return sorted(out, key=lambda r: (order.get(r.kind, len(KINDS)), not r.is_gpu, r.meta.get("name", ""),
+                                      r.path.name if r.path else ""))
 
 
-def for_lesson(key: str, gpu_only: bool = False, directory: Path | str = REFERENCE_DIR,
-               kinds: tuple[str, ...] | None = None) -> list[Recorded]:
-    """Files that hold this lesson: measured first, then reported, then model; GPUs before CPUs."""
-    recs = [r for r in load_all(directory) if r.lesson(key) and (r.is_gpu or not gpu_only)
-            and (kinds is None or r.kind in kinds)]
-    return sorted(recs, key=lambda r: (KINDS.index(r.kind) if r.kind in KINDS else 9, not r.is_gpu))
+def for_lesson(key: str, kinds=None, gpu_only: bool = False, directory: Path | str = REFERENCE_DIR) -> list[Recorded]:
+    """Files holding this lesson, optionally only some kinds ("measured", "reported", "model")."""
+    if isinstance(kinds, bool):  # for_lesson(key, True): the old positional gpu_only
+        kinds, gpu_only = None, kinds
+    if isinstance(kinds, str):
+        kinds = (kinds,)
+    if kinds is not None:
+        bad = [k for k in kinds if k not in KINDS]
+        if bad:
+            raise ValueError(f"Unknown kind(s) {bad}: choose from {KINDS}.")
+    return [r for r in load_all(directory)
+            if r.lessons.get(key) and (r.is_gpu or not gpu_only) and (kinds is None or r.kind in kinds)]
 
 
 def headline_figures(rec: Recorded, key: str) -> dict[str, float]:
-    """{variant: seconds per call} of a file's headline: medians, or for a model file its floors."""
-    head = (rec.lesson(key) or {}).get("headline") or {}
-    figure = "floor" if rec.kind == "model" else "median"
-    return {n: v[figure] for n, v in head.get("variants", {}).items() if figure in v}
+    """{variant: seconds} of a file's headline (median, reported per call, or model floor)."""
+    return rec.headline_figures(key)
 
 
 def side_by_side(key: str, mine: dict[str, float] | None = None, mine_label: str = "this machine",
-                 directory: Path | str = REFERENCE_DIR) -> dict[str, dict[str, float]]:
-    """{machine: {variant: median}} for the lesson's headline: the reader's run and every file."""
+                 directory: Path | str = REFERENCE_DIR, kinds=None) -> dict[str, dict[str, float]]:
+    """{machine: {variant: seconds}} for the lesson's headline: the reader's run and every file.
+    Each file's name carries its kind ("T4 · model", "GeForce GTX 1050 Ti · reported, torch 1.10.0")."""
     rows = {mine_label: mine} if mine else {}
-    for rec in for_lesson(key, directory=directory):
-        figures = headline_figures(rec, key)
+    for rec in for_lesson(key, kinds=kinds, directory=directory):
+        figures = rec.headline_figures(key)
         if figures:
             rows[rec.short()] = figures
     return rows
 
 
 def describe_recorded(key: str, directory: Path | str = REFERENCE_DIR) -> str:
-    """One line per recorded file holding this lesson, or a note that none exists yet."""
+    """One line per file holding this lesson (its kind named), then what each kind means."""
     recs = for_lesson(key, directory=directory)
     if not recs:
         return "No recorded results for this lesson yet: run `python -m lessons_lib.record` to make some."
-    return "\n".join(f"• {r.label()}" + ("" if r.is_gpu or r.kind != "measured" else " (CPU)") for r in recs)
+    lines = [f"• {r.label()}" + ("" if r.is_gpu else " (CPU)") for r in recs]
+    lines += [f"  {KIND_NOTES[k]}" for k in KINDS if any(r.kind == k for r in recs)]
+    return "\n".join(lines)

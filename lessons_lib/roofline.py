@@ -1,9 +1,13 @@
-"""How fast could this possibly run? FLOPs, bytes and launches against the device's peaks.
+"""How fast could this possibly run? FLOPs, bytes and dispatched ops against the device's peaks.
 
 A variant's floor is the largest of three lower bounds (Horace He's three regimes):
-compute (FLOPs / peak FLOP/s), memory (bytes moved / bandwidth) and overhead
-(kernel launches × launch cost). Work is counted from the op trace, so it is a property of
-the code and the shape, not of the machine, and it can be computed on `meta`.
+compute (FLOPs / peak FLOP/s), memory (bytes the ops read and write / bandwidth) and overhead
+(dispatched ops × the cost of one tiny op). Work is counted from the op trace, so it is a
+property of the code and the shape, not of the machine, and it can be computed on `meta`.
+
+The overhead term is real on a CPU too: every op pays Python, dispatch and allocation before
+it does any work, which is why twelve small matmuls can beat one broadcast matmul that copies.
+`overhead` measures it with the harness on a one-element op.
 """
 from __future__ import annotations
 
@@ -12,14 +16,14 @@ from dataclasses import dataclass
 import torch
 
 from . import timing, trace
-from .device import describe, synchronize
+from .device import describe, last_level_cache_bytes, synchronize
 
 
 @dataclass
 class Work:
     flops: int
-    bytes: int  # bytes read + written by ops that do work (at least)
-    launches: int  # ops that launch work (a GPU kernel each, at least)
+    bytes: int  # bytes the ops read and write, as dispatched (trace.OpTrace.accessed_bytes; not DRAM traffic)
+    launches: int  # ops that do work (a GPU kernel each, at least)
 
     @classmethod
     def of(cls, fn, *args) -> "Work":
@@ -28,58 +32,122 @@ class Work:
 
     @classmethod
     def from_trace(cls, t: "trace.OpTrace") -> "Work":
-        return cls(t.flops, t.moved_bytes, len(t.compute_ops))
+        return cls(t.flops, t.accessed_bytes, len(t.compute_ops))
 
 
 @dataclass
 class Peaks:
     flops: float  # FLOP/s
     bandwidth: float  # bytes/s
-    launch: float  # seconds per kernel launch (0 on CPU, where there is no launch queue)
+    launch: float  # seconds per dispatched op: the measured cost of a tiny op (CPU and GPU alike)
     source: str
 
+    def terms(self, work: Work) -> dict[str, float]:
+        """The three lower bounds in seconds: compute, memory and overhead."""
+        return {"compute": work.flops / self.flops, "memory": work.bytes / self.bandwidth,
+                "overhead": work.launches * self.launch}
+
     def floor(self, work: Work) -> float:
-        return max(work.flops / self.flops, work.bytes / self.bandwidth, work.launches * self.launch)
+        return max(self.terms(work).values())
 
     def regime(self, work: Work) -> str:
-        parts = {
-            "compute": work.flops / self.flops,
-            "memory": work.bytes / self.bandwidth,
-            "overhead": work.launches * self.launch,
-        }
+        """"compute", "memory" or "overhead": whichever bound is the floor."""
+        parts = self.terms(work)
         return max(parts, key=parts.get)
 
 
-# Datasheet peaks, dense (no sparsity): TFLOP/s for fp32 (no TF32) and for fp16/bf16 tensor
-# cores, and memory bandwidth in GB/s. Used when there is no time to measure.
+# Datasheet peaks, dense (no sparsity). Per GPU: TFLOP/s fp32 (CUDA cores), TF32 tensor cores
+# (None: no TF32), fp16 tensor cores, bf16 tensor cores (None: no bf16 hardware), memory GB/s.
+# Sources, NVIDIA's product datasheets (sparsity figures halved to dense):
+#   T4: "NVIDIA T4 Tensor Core GPU" datasheet: 8.1 fp32, 65 mixed fp16/fp32, 320 GB/s GDDR6; Turing
+#       (sm_75) has neither TF32 nor bf16 tensor cores.
+#   L4: "NVIDIA L4 Tensor Core GPU" datasheet: 30.3 fp32, 120 TF32 / 242 fp16 and bf16 with sparsity, 300 GB/s.
+#   V100: "NVIDIA Tesla V100 GPU Accelerator" datasheet (SXM2): 15.7 fp32, 125 tensor, 900 GB/s; no TF32/bf16.
+#   A10G: AWS's A10G is an A10 variant; "NVIDIA A10 Tensor Core GPU" datasheet: 31.2 fp32,
+#       125 TF32 / 250 fp16 and bf16 with sparsity, 600 GB/s.
+#   A100: "NVIDIA A100 Tensor Core GPU" datasheet: 19.5 fp32, 156 TF32, 312 fp16/bf16; 1,555 GB/s
+#       (40GB), 2,039 GB/s (80GB SXM), 1,935 GB/s (80GB PCIe).
+#   H100: "NVIDIA H100 Tensor Core GPU" datasheet: SXM 67 fp32, 989 TF32 / 1,979 fp16 and bf16 with
+#       sparsity, 3.35 TB/s; PCIe 51 fp32, 756 TF32 / 1,513 with sparsity, 2 TB/s.
+#   H200: "NVIDIA H200 Tensor Core GPU" datasheet: as H100 SXM, 4.8 TB/s.
 DATASHEET = {
-    "T4": (8.1, 65.0, 320),
-    "L4": (30.3, 121.0, 300),
-    "V100": (15.7, 125.0, 900),
-    "A10G": (31.2, 125.0, 600),
-    "A100": (19.5, 312.0, 1555),
-    "H100 PCIe": (51.0, 756.0, 2000),
-    "H100": (67.0, 989.0, 3350),
-    "H200": (67.0, 989.0, 4800),
+    "T4": (8.1, None, 65.0, None, 320),
+    "L4": (30.3, 60.0, 121.0, 121.0, 300),
+    "V100": (15.7, None, 125.0, None, 900),
+    "A10G": (31.2, 62.5, 125.0, 125.0, 600),
+    "A100": (19.5, 156.0, 312.0, 312.0, 1555),
+    "A100-SXM4-80GB": (19.5, 156.0, 312.0, 312.0, 2039),
+    "A100 80GB PCIe": (19.5, 156.0, 312.0, 312.0, 1935),
+    "H100 PCIe": (51.0, 378.0, 756.0, 756.0, 2000),
+    "H100": (67.0, 494.5, 989.0, 989.0, 3350),
+    "H200": (67.0, 494.5, 989.0, 989.0, 4800),
 }
+# Seconds per dispatched op when nothing is measured (model files). An ASSUMPTION, not a datasheet
+# figure: one eager PyTorch op costs a few µs of host time (Python, dispatch, allocation, launch)
+# on a fast host, more on Colab's; 5 µs is used for every GPU. Measure it with `overhead`.
+ASSUMED_LAUNCH = {name: 5e-6 for name in DATASHEET}
 
 
-def datasheet(name: str, dtype: torch.dtype) -> Peaks | None:
+def _tf32_on() -> bool:
+    """Whether float32 matmuls may use TF32 tensor cores (PyTorch's default: no)."""
+    return bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)) or \
+        torch.get_float32_matmul_precision() != "highest"
+
+
+def datasheet(name: str, dtype: torch.dtype = torch.float32, tf32: bool | None = None) -> Peaks | None:
+    """A named GPU's datasheet peaks for `dtype`, or None (unknown GPU, or a dtype its hardware
+    lacks: bf16 on a T4 or V100). float32 uses TF32 tensor cores where `tf32` (default: whatever
+    PyTorch's float32 matmul precision allows now) and the GPU has them."""
     for key in sorted(DATASHEET, key=len, reverse=True):  # "H100 PCIe" before "H100"
         if key.lower() in name.lower():
-            fp32, half, gbs = DATASHEET[key]
-            tf = fp32 if dtype == torch.float32 else half
-            return Peaks(tf * 1e12, gbs * 1e9, 5e-6, f"datasheet ({key})")
+            fp32, tf32_peak, fp16, bf16, gbs = DATASHEET[key]
+            if dtype == torch.float32:
+                use_tf32 = _tf32_on() if tf32 is None else tf32
+                tf, how = (tf32_peak, "TF32") if use_tf32 and tf32_peak else (fp32, "fp32")
+            elif dtype == torch.float16:
+                tf, how = fp16, "fp16 tensor cores"
+            elif dtype == torch.bfloat16:
+                tf, how = bf16, "bf16 tensor cores"
+            else:
+                return None
+            if tf is None:
+                return None
+            return Peaks(tf * 1e12, gbs * 1e9, ASSUMED_LAUNCH[key],
+                         f"datasheet ({key}: {tf:g} TFLOP/s {how}, {gbs:g} GB/s; "
+                         f"{ASSUMED_LAUNCH[key] * 1e6:g} µs per op assumed)")
     return None
+
+
+_overheads: dict[tuple, float] = {}
+
+
+def overhead(device: torch.device | str, dtype: torch.dtype = torch.float32) -> float:
+    """Seconds one tiny op costs on `device` (cached): the harness's median for adding two
+    one-element tensors, where the work is nothing and only the per-op overhead remains
+    (Python, dispatch, allocation and, on a GPU, the launch)."""
+    dev = torch.device(device)
+    key = (dev.type, dev.index, dtype)
+    if key not in _overheads:
+        one = torch.ones(1, device=dev, dtype=dtype)
+        _overheads[key] = timing.measure(torch.add, one, one, label="per-op overhead", min_run_time=0.1,
+                                         max_time=2.0).median
+    return _overheads[key]
 
 
 _measured: dict[tuple, Peaks] = {}
 
 
+def _copy_elements(dev: torch.device) -> int:
+    """float32 elements of a copy buffer well beyond the last-level cache (twice it, 64 MiB at least)."""
+    nbytes = max(64 * 2**20, 2 * last_level_cache_bytes(dev))
+    return nbytes // 4
+
+
 def measure_peaks(device: torch.device | str, dtype: torch.dtype = torch.float32) -> Peaks:
-    """Measure peak matmul FLOP/s, copy bandwidth and launch cost on this device (cached)."""
+    """Measure peak matmul FLOP/s, copy bandwidth and per-op overhead on this device (cached per
+    device, dtype and float32 matmul precision, since TF32 changes the float32 peak)."""
     dev = torch.device(device)
-    key = (dev.type, dev.index, dtype)
+    key = (dev.type, dev.index, dtype, torch.get_float32_matmul_precision(), _tf32_on())
     if key in _measured:
         return _measured[key]
     gpu = dev.type == "cuda"
@@ -87,17 +155,17 @@ def measure_peaks(device: torch.device | str, dtype: torch.dtype = torch.float32
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
     t_mm = timing.measure(torch.mm, a, b, label="peak matmul", min_run_time=0.3)
-    src = torch.empty((256 if gpu else 64) * 2**20 // 4, device=dev)  # well beyond cache
+    del a, b
+    src = torch.empty(_copy_elements(dev), device=dev)  # well beyond cache
     dst = torch.empty_like(src)
     t_copy = timing.measure(dst.copy_, src, label="peak copy", min_run_time=0.3)
-    launch = 0.0
-    if gpu:
-        tiny = torch.zeros(1, device=dev)
-        launch = timing.measure(tiny.add_, 1.0, label="launch", min_run_time=0.2).median
+    bandwidth = 2 * src.nbytes / t_copy.median
+    del src, dst
+    launch = overhead(dev, dtype)
     synchronize(dev)
     peaks = Peaks(
         flops=2 * n**3 / t_mm.median,
-        bandwidth=2 * src.nbytes / t_copy.median,
+        bandwidth=bandwidth,
         launch=launch,
         source=f"measured on {describe(dev).name}",
     )

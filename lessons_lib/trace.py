@@ -1,14 +1,29 @@
-"""Which aten ops a function really runs, on which shapes, and what they allocate.
+"""Which aten ops a function really runs, on which shapes, and what they ask of memory.
 
 `trace_ops` records every op that reaches the dispatcher, after PyTorch has decomposed
 composite functions such as `matmul` and `einsum`. It works on CPU, CUDA and the `meta`
 device, so a shape can be analysed without allocating it. Because the op list does not
 depend on the device, notebooks print it and nbval checks it on CPU.
 
+What the figures are, and are not:
+- *new allocations* (`alloc_bytes`): the storage of each tensor an op creates. Memory that a
+  kernel allocates for itself and frees before it returns (a cuBLAS workspace, a clone made
+  inside a C++ kernel) never reaches the dispatcher and is not seen.
+- *bytes the ops read and write* (`accessed_bytes`): for each op, the distinct elements of each
+  operand as the op sees it (a stride-0 expanded view counts its elements once; a strided
+  1/32 slice counts 1/32 of its tensor) times the element size, plus what it writes. This is
+  what the ops ask for, as dispatched: it is not DRAM traffic. An intermediate that stays in
+  cache is still counted, and traffic inside a kernel (tiles re-read by a GEMM) is not.
+- The one copy made inside a kernel that the trace does model is the bias of `addmm`,
+  `baddbmm` and `addbmm`: the expanded bias is first copied into the output, then the GEMM
+  accumulates onto it (beta = 1). On CUDA, cuBLASLt's bias epilogue (`addmm` with a 1-D bias)
+  fuses it instead; a trace on `meta` cannot know, so it counts the copy.
+
 `kernels` asks the profiler which GPU kernels launched (CUDA only).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -20,15 +35,58 @@ from .display import text_table
 # Ops that return a view although their schema does not say so.
 _UNDECLARED_VIEWS = {"_unsafe_view", "_reshape_alias", "alias", "lift_fresh"}
 GEMM_OPS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "_grouped_mm"}
+_BIAS_GEMMS = {"addmm", "baddbmm", "addbmm"}  # (bias, a, b): the bias is copied into the output first
+# Convolutions as they reach the dispatcher: `convolution` from F.conv*d, its backward, and the
+# backend entry points a decomposition or a direct call may show.
+CONV_OPS = {"convolution", "_convolution", "convolution_overrideable", "cudnn_convolution", "mkldnn_convolution",
+            "miopen_convolution", "_slow_conv2d_forward", "slow_conv3d_forward", "thnn_conv2d",
+            "_conv_depthwise2d", "conv_depthwise3d", "slow_conv_dilated2d", "slow_conv_dilated3d",
+            "_nnpack_spatial_convolution", "cudnn_convolution_transpose", "miopen_convolution_transpose",
+            "slow_conv_transpose2d", "slow_conv_transpose3d", "mkldnn_convolution_transpose",
+            "convolution_backward", "convolution_backward_overrideable"}
+_TRANSPOSED_CONVS = {"cudnn_convolution_transpose", "miopen_convolution_transpose", "slow_conv_transpose2d",
+                     "slow_conv_transpose3d", "mkldnn_convolution_transpose"}
 COPY_OPS = {"clone", "copy_", "_to_copy", "contiguous", "_reshape_copy", "cat", "stack", "index_put_"}
 
 
 def footprint_bytes(t: torch.Tensor) -> int:
-    """Bytes of memory a tensor actually spans: an expanded (stride-0) view counts once."""
+    """Bytes of memory a tensor's view spans, first element to last: an expanded (stride-0) view
+    counts once, but a strided slice spans its gaps too (every 32nd row spans the whole tensor).
+    For what an op reads, use `accessed_bytes`."""
     if t.numel() == 0:
         return 0
     span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st > 0)
     return span * t.element_size()
+
+
+def distinct_elements(t: torch.Tensor) -> int:
+    """How many different memory locations a view reads: its element count, with stride-0
+    (broadcast) dimensions counted once; never more than its span (overlapping windows)."""
+    if t.numel() == 0:
+        return 0
+    distinct = math.prod(int(s) for s, st in zip(t.shape, t.stride()) if st != 0)
+    span = 1 + sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
+    return min(distinct, span)
+
+
+def accessed_bytes(t: torch.Tensor) -> int:
+    """Bytes an op reads (or writes) through this operand: distinct elements × element size."""
+    return distinct_elements(t) * t.element_size()
+
+
+def _storage_key(t: torch.Tensor):
+    """Identity of the memory behind `t` (shared by all its views), on every device, meta included."""
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError, AttributeError):
+        return id(t)
+
+
+def _storage_bytes(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError, AttributeError):
+        return t.numel() * t.element_size()
 
 
 @dataclass(frozen=True)
@@ -39,26 +97,85 @@ class Op:
     in_shapes: tuple[tuple[int, ...], ...]
     out_shapes: tuple[tuple[int, ...], ...]
     dtype: str
-    is_view: bool  # returns a view of an input: allocates and moves nothing
-    alloc_bytes: int  # new memory its outputs occupy
-    read_bytes: int  # input bytes it must read at least once
-    write_bytes: int  # output bytes it writes
+    is_view: bool  # returns a view of an input: allocates and touches nothing
+    alloc_bytes: int  # new allocation: storage of the tensors it creates (not its inner scratch memory)
+    read_bytes: int  # distinct input bytes it reads, as dispatched (not DRAM traffic)
+    write_bytes: int  # bytes it writes, as dispatched
+    flops: int = 0  # multiply-adds × 2 of GEMMs and convolutions; 0 for other ops
+    inner_copy_bytes: int = 0  # bytes copied inside the kernel (addmm/baddbmm's bias into the output)
 
     @property
     def gemm(self) -> tuple[int, int, int, int] | None:
         """(batch, M, N, K) for matrix-multiply ops, else None."""
         if self.name not in GEMM_OPS:
             return None
-        shapes = self.in_shapes[1:] if self.name in ("addmm", "baddbmm", "addbmm") else self.in_shapes
-        a, b = shapes[0], shapes[1]
-        if len(a) == 2:
-            return (1, a[0], b[1], a[1])
-        return (a[0], a[1], b[2], a[2])
+        return _gemm_dims(self.name, self.in_shapes)
 
     @property
-    def flops(self) -> int:
-        g = self.gemm
-        return 2 * g[0] * g[1] * g[2] * g[3] if g else 0
+    def is_conv(self) -> bool:
+        return self.name in CONV_OPS
+
+    @property
+    def accessed_bytes(self) -> int:
+        """Bytes it reads plus bytes it writes (as dispatched; not DRAM traffic)."""
+        return self.read_bytes + self.write_bytes
+
+
+def _gemm_dims(name: str, shapes) -> tuple[int, int, int, int] | None:
+    if name in _BIAS_GEMMS:
+        shapes = shapes[1:]
+    if len(shapes) < 2:
+        return None
+    a, b = shapes[0], shapes[1]
+    if len(a) == 2 and len(b) == 2:
+        return (1, a[0], b[1], a[1])
+    if len(a) == 3 and len(b) == 3:
+        return (a[0], a[1], b[2], a[2])
+    if len(a) == 2 and len(b) == 3:  # _grouped_mm: (total M, K) @ (groups, K, N) with offsets
+        return (1, a[0], b[2], a[1])
+    return None
+
+
+def conv_flops(out_shape, weight_shape, transposed: bool = False, in_shape=None) -> int:
+    """2 · N · C_out · L_out · (C_in / groups) · k for a convolution, any number of spatial dims.
+
+    The weight is (C_out, C_in / groups, *k), so that is 2 · out.numel() · prod(weight.shape[1:]).
+    A transposed convolution's weight is (C_in, C_out / groups, *k): each *input* element meets
+    prod(weight.shape[1:]) weights, so it is 2 · in.numel() · prod(weight.shape[1:])."""
+    per = math.prod(weight_shape[1:])
+    return 2 * math.prod(in_shape if transposed else out_shape) * per
+
+
+def _conv_op_flops(name: str, args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> int:
+    def arg(i, key, default=None):
+        return args[i] if len(args) > i else kwargs.get(key, default)
+
+    if name in ("convolution_backward", "convolution_backward_overrideable"):
+        grad_out, inp, weight = args[0], args[1], args[2]
+        transposed = bool(arg(7, "transposed", False))
+        mask = arg(10, "output_mask", (True, True, True))
+        one = conv_flops(tuple(grad_out.shape), tuple(weight.shape), transposed, tuple(inp.shape))
+        return one * (int(bool(mask[0])) + int(bool(mask[1])))  # grad of input, grad of weight
+    inp, weight = args[0], args[1]
+    if not (isinstance(inp, torch.Tensor) and isinstance(weight, torch.Tensor)) or not outs:
+        return 0
+    if name in ("convolution", "_convolution", "convolution_overrideable"):
+        transposed = bool(arg(6, "transposed", False))
+    else:
+        transposed = name in _TRANSPOSED_CONVS
+    return conv_flops(tuple(outs[0].shape), tuple(weight.shape), transposed, tuple(inp.shape))
+
+
+def _bias_copy(name: str, args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> int:
+    """Bytes addmm / baddbmm / addbmm copy the (expanded) bias into the output before the GEMM."""
+    if name not in _BIAS_GEMMS or not outs or not args or not isinstance(args[0], torch.Tensor):
+        return 0
+    beta = kwargs.get("beta", 1)
+    if isinstance(beta, (int, float)) and beta == 0:
+        return 0
+    if _storage_key(args[0]) == _storage_key(outs[0]):  # in place (addmm_): the bias already is the output
+        return 0
+    return accessed_bytes(outs[0])
 
 
 def _shape(t: torch.Tensor) -> tuple[int, ...]:
@@ -86,9 +203,18 @@ class OpTrace:
         return [op for op in self.ops if op.gemm]
 
     @property
+    def convolutions(self) -> list[Op]:
+        return [op for op in self.ops if op.is_conv]
+
+    @property
     def copies(self) -> list[Op]:
         """Ops that materialise data that already existed (clone, contiguous, cat...)."""
         return [op for op in self.ops if op.name in COPY_OPS]
+
+    @property
+    def copied_bytes(self) -> int:
+        """Bytes written by copy ops plus the bias copies inside addmm / baddbmm / addbmm."""
+        return sum(op.write_bytes for op in self.copies) + sum(op.inner_copy_bytes for op in self.ops)
 
     @property
     def compute_ops(self) -> list[Op]:
@@ -97,21 +223,29 @@ class OpTrace:
 
     @property
     def alloc_bytes(self) -> int:
+        """New allocations: storage of every tensor the ops create (scratch inside kernels not seen)."""
         return sum(op.alloc_bytes for op in self.ops)
 
     @property
-    def moved_bytes(self) -> int:
-        """Bytes read plus written by all non-view ops: a floor on memory traffic."""
+    def accessed_bytes(self) -> int:
+        """Bytes the ops read and write, as dispatched (distinct elements per operand). Not DRAM
+        traffic: cached intermediates are counted, traffic inside a kernel is not."""
         return sum(op.read_bytes + op.write_bytes for op in self.compute_ops)
 
     @property
+    def moved_bytes(self) -> int:
+        """Old name of `accessed_bytes`, kept for existing callers."""
+        return self.accessed_bytes
+
+    @property
     def flops(self) -> int:
+        """FLOPs of the GEMMs and convolutions (2 per multiply-add); elementwise ops count 0."""
         return sum(op.flops for op in self.ops)
 
     # --- display -------------------------------------------------------------------------
     def table(self, views: bool = True) -> str:
         """A fixed-width table, one op a line. Deterministic, so nbval can compare it."""
-        rows = [("op", "inputs", "output", "new memory")]
+        rows = [("op", "inputs", "output", "new allocation")]
         for op in self.ops:
             if op.is_view and not views:
                 continue
@@ -126,13 +260,16 @@ class OpTrace:
         for op in self.gemms:
             counts[_gemm_str(op)] = counts.get(_gemm_str(op), 0) + 1
         gemms = ", ".join(f"{n} × {g}" if n > 1 else g for g, n in counts.items()) or "none"
-        copies = ", ".join(f"{op.name} {_fmt(op.alloc_bytes)}" for op in self.copies) or "none"
-        return (
-            f"{len(self.compute_ops)} ops that launch work, {len(self.ops) - len(self.compute_ops)} views\n"
-            f"GEMMs: {gemms}\n"
-            f"copies: {copies}\n"
-            f"new memory: {_fmt(self.alloc_bytes)}, bytes moved (at least): {_fmt(self.moved_bytes)}"
-        )
+        copies = [f"{op.name} {_fmt(op.write_bytes)}" for op in self.copies]
+        copies += [f"bias into {op.name}'s output {_fmt(op.inner_copy_bytes)}" for op in self.ops if op.inner_copy_bytes]
+        lines = [f"{len(self.compute_ops)} ops that launch work, {len(self.ops) - len(self.compute_ops)} views",
+                 f"GEMMs: {gemms}"]
+        if self.convolutions:
+            lines.append(f"convolutions: {len(self.convolutions)}, {self.flops / 1e9:.3g} GFLOP in all")
+        lines += [f"copies: {', '.join(copies) or 'none'}",
+                  f"new allocations: {_fmt(self.alloc_bytes)}; bytes the ops read and write: "
+                  f"{_fmt(self.accessed_bytes)} (as dispatched; not DRAM traffic)"]
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return self.table()
@@ -149,6 +286,48 @@ def _gemm_str(op: Op) -> str:
     return f"{op.name} batch {b} of {m}x{k} @ {k}x{n}"
 
 
+def _op_record(func, args: tuple, kwargs: dict, out) -> Op:
+    """What one dispatched op asks of memory and compute, from its arguments and results."""
+    ins = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+    outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+    view = _is_view_op(func)
+    name = func.overloadpacket.__name__
+    # Operands only written: copy_'s destination and out= tensors.
+    written_only = set()
+    if name == "copy_" and args:
+        written_only.add(id(args[0]))
+    for o in tree_flatten(kwargs.get("out"))[0]:
+        written_only.add(id(o))
+    reads = [a for a in ins if id(a) not in written_only]
+    in_keys = {_storage_key(a) for a in ins}
+    new: dict = {}
+    for o in outs:
+        key = _storage_key(o)
+        if key not in in_keys:
+            new.setdefault(key, _storage_bytes(o))
+    flops = 0
+    if name in GEMM_OPS:
+        dims = _gemm_dims(name, tuple(_shape(a) for a in ins))
+        flops = 2 * math.prod(dims) if dims else 0
+    elif name in CONV_OPS:
+        flops = _conv_op_flops(name, args, kwargs, outs)
+    bias_copy = 0 if view else _bias_copy(name, args, kwargs, outs)
+    written = sum(accessed_bytes(o) for o in outs)
+    return Op(
+        name=name,
+        in_shapes=tuple(_shape(a) for a in ins),
+        out_shapes=tuple(_shape(o) for o in outs),
+        dtype=str(outs[0].dtype if outs else (ins[0].dtype if ins else "")).replace("torch.", ""),
+        is_view=view,
+        alloc_bytes=0 if view else sum(new.values()),
+        # a bias GEMM reads the bias (copying it) and then the output it accumulates onto
+        read_bytes=0 if view else sum(accessed_bytes(a) for a in reads) + bias_copy,
+        write_bytes=0 if view else written + bias_copy,
+        flops=flops,
+        inner_copy_bytes=bias_copy,
+    )
+
+
 class _Recorder(TorchDispatchMode):
     def __init__(self, trace: OpTrace):
         super().__init__()
@@ -157,24 +336,7 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        ins = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        view = _is_view_op(func)
-        name = func.overloadpacket.__name__
-        inplace = name.endswith("_") and not view
-        written = sum(footprint_bytes(o) for o in outs)
-        self.trace.ops.append(
-            Op(
-                name=name,
-                in_shapes=tuple(_shape(a) for a in ins),
-                out_shapes=tuple(_shape(o) for o in outs),
-                dtype=str(outs[0].dtype if outs else (ins[0].dtype if ins else "")).replace("torch.", ""),
-                is_view=view,
-                alloc_bytes=0 if (view or inplace) else written,
-                read_bytes=0 if view else sum(footprint_bytes(a) for a in ins[1 if name == "copy_" else 0 :]),
-                write_bytes=0 if view else written,
-            )
-        )
+        self.trace.ops.append(_op_record(func, args, kwargs, out))
         return out
 
 

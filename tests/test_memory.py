@@ -256,3 +256,46 @@ def test_cuda_predicted_peak_matches_the_allocator():
     assert abs(after.predicted - after.measured) <= 0.10 * after.measured
     assert tl.reserved >= tl.peak_step.measured
     assert "reserved" in tl.explain()
+
+
+# --- activation checkpointing -----------------------------------------------------------------
+
+
+def checkpointed(x, W):
+    """broadcast_matmul under non-reentrant checkpointing: keeps x and W, recomputes the rest."""
+    from torch.utils.checkpoint import checkpoint
+
+    return checkpoint(broadcast_matmul, x, W, use_reentrant=False)
+
+
+def test_ledger_attributes_checkpointed_inputs_to_the_checkpoint_not_to_bmm():
+    x, W = inputs(64, x_grad=True, w_grad=True)
+    led = memory.ledger(checkpointed, x, W)
+    assert [(e.node, e.slot, e.source) for e in led.entries] == [
+        ("checkpoint", "input kept to recompute", "input 0"), ("checkpoint", "input kept to recompute", "input 1")]
+
+
+def test_ledger_of_stacked_checkpoints_keeps_each_layers_input():
+    x, W = inputs(64, x_grad=True, w_grad=True)
+
+    def two_layers(x, W):
+        return checkpointed(checkpointed(x, W).reshape(x.shape), W)
+
+    led = memory.ledger(two_layers, x, W)
+    assert led.total_bytes == x.nbytes  # the second layer's input, nothing expanded
+    assert {e.node for e in led.entries} == {"checkpoint"}
+
+
+def test_graph_of_a_checkpointed_output_does_not_recompute():
+    x, W = inputs(64, x_grad=True, w_grad=True)
+    out = checkpointed(x, W)
+    seen = trace.trace_ops(memory.graph, out)  # every op that reading the graph dispatches
+    assert seen.compute_ops == []
+
+
+def test_graph_says_which_slots_checkpoint_recomputes_and_backward_still_works():
+    x, W = inputs(64, x_grad=True, w_grad=True)
+    out = checkpointed(x, W)
+    assert "recomputes mat2, self in backward" in memory.graph(out)
+    out.sum().backward()
+    assert x.grad is not None and W.grad is not None

@@ -1,0 +1,101 @@
+"""Recorded results carry a kind (measured, reported, model) and every place that shows one says it."""
+import json
+
+import matplotlib.pyplot as plt
+import pytest
+
+from lessons_lib import record, results
+from lessons_lib import lesson01_broadcast_matmul as L1
+from lessons_lib.widgets import Explorer
+
+KEY01, KEY02 = "01_broadcast_matmul", "02_autograd_memory"
+
+
+def test_every_committed_file_has_a_kind_and_names_its_hardware_and_source():
+    for rec in results.load_all():
+        assert rec.kind in results.KINDS, rec.path.name
+        for key in ("name", "kind", "torch", "date"):
+            assert rec.meta.get(key), f"{rec.path.name} lacks {key}"
+        if rec.kind != "measured":
+            assert rec.meta.get("source"), rec.path.name
+
+
+def test_labels_and_short_names_carry_the_kind():
+    for rec in results.load_all():
+        assert rec.kind.split()[0] in rec.label() and rec.kind in rec.short()
+
+
+def test_short_names_are_unique():
+    shorts = [r.short() for r in results.load_all()]
+    assert len(shorts) == len(set(shorts))
+
+
+def test_a_gpu_source_of_each_kind_exists_for_lesson_01():
+    kinds = {r.kind for r in results.for_lesson(KEY01, gpu_only=True)}
+    assert {"reported", "model"} <= kinds
+
+
+def test_for_lesson_filters_by_kind():
+    assert all(r.kind == "model" for r in results.for_lesson(KEY01, kinds="model"))
+    with pytest.raises(ValueError, match="kind"):
+        results.for_lesson(KEY01, kinds=["guessed"])
+
+
+def test_model_rows_plot_their_floor_and_say_so():
+    (t4,) = [r for r in results.for_lesson(KEY01, kinds="model") if "T4" in r.meta["name"]]
+    row = t4.lesson(KEY01)["headline"]["variants"]["einsum"]
+    assert row["median"] == row["floor"] and "not a measurement" in row["figure"]
+
+
+def test_reported_seed000_figures_are_the_posted_totals_per_call():
+    (kf,) = [r for r in results.for_lesson(KEY01, kinds="reported") if r.meta["torch"] == "1.10.0"]
+    rows = kf.lesson(KEY01)["headline"]["variants"]
+    assert rows["einsum"]["total_s"] == 0.9353041959984694
+    assert rows["einsum"]["median"] == pytest.approx(0.9353041959984694 / 1000)
+
+
+def test_side_by_side_and_describe_name_each_kind():
+    rows = results.side_by_side(KEY01, {"einsum": 1e-3})
+    assert any("· model" in k for k in rows) and any("· reported" in k for k in rows)
+    text = results.describe_recorded(KEY01)
+    assert "not a measurement" in text and "reported:" in text
+
+
+def test_old_files_with_figures_key_still_have_a_kind(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"meta": {"name": "G", "kind": "cuda", "figures": "model",
+                                                          "torch": "t", "date": "d"}, "lessons": {"k": {"a": 1}}}))
+    (rec,) = results.for_lesson("k", directory=tmp_path)
+    assert rec.kind == "model"
+
+
+def test_save_file_refuses_a_file_without_a_kind(tmp_path):
+    with pytest.raises(ValueError, match="kind_of_figures"):
+        results.save_file("x", {"name": "G"}, {}, tmp_path)
+
+
+def test_the_explorer_replays_model_and_reported_files():
+    ex = Explorer(L1.LESSON, "cpu")
+    for rec in results.for_lesson(KEY01, gpu_only=True):
+        figs = ex.replay(rec)
+        assert figs, rec.short()
+        for f in figs:
+            plt.close(f)
+
+
+def test_lessons_are_found_not_listed():
+    keys = set(record.lesson_modules())
+    assert {"01_broadcast_matmul", "02_autograd_memory"} <= keys
+
+
+def test_model_files_regenerate_with_the_committed_figures(tmp_path):
+    meta, lessons = record.model("T4")
+    (committed,) = [r for r in results.for_lesson(KEY01, kinds="model") if "T4" in r.meta["name"]]
+    new = lessons[KEY01]["headline"]["variants"]
+    old = committed.lessons[KEY01]["headline"]["variants"]
+    assert {n: v["floor"] for n, v in new.items()} == pytest.approx({n: v["floor"] for n, v in old.items()})
+    assert meta["kind_of_figures"] == "model"
+
+
+def test_model_of_an_unknown_gpu_is_refused():
+    with pytest.raises(ValueError, match="datasheet"):
+        record.model("Some GPU")
