@@ -18,7 +18,7 @@ from .lesson import Lesson, Param, Variant
 from .trace import COPY_OPS, on_meta, trace_ops
 from .widgets import Explorer
 
-SEED_SHAPE = {"num_modules": 12, "num_inputs": 13, "batch_size": 16, "embed_dims": 512}
+THREAD_SHAPE = {"num_modules": 12, "num_inputs": 13, "batch_size": 16, "embed_dims": 512}
 
 
 # --- the variants (shapes: x (inputs, batch, E), weight (modules, E_out, E), bias (modules, E_out)) ---
@@ -105,7 +105,7 @@ def explorer(device=None) -> Explorer:
     return Explorer(LESSON, device)
 
 
-def seed_weight_copy_bytes(p: dict = SEED_SHAPE, dtype=torch.float32) -> int:
+def thread_weight_copy_bytes(p: dict = THREAD_SHAPE, dtype=torch.float32) -> int:
     """Bytes of the expanded weight copy the broadcast version makes: modules·inputs·E·E."""
     return p["num_modules"] * p["num_inputs"] * p["embed_dims"] ** 2 * torch.empty(0, dtype=dtype).element_size()
 
@@ -121,13 +121,13 @@ def record(device, quick: bool = False) -> dict:
     dev = torch.device(device)
     t = 0.05 if quick else 0.3
     peaks = roofline.measure_peaks(dev)
-    head = LESSON.run(SEED_SHAPE, dev, min_run_time=t)
+    head = LESSON.run(THREAD_SHAPE, dev, min_run_time=t)
     sweeps = SWEEPS_GPU if dev.type == "cuda" else SWEEPS_CPU
     if quick:
         sweeps = {"num_modules": sweeps["num_modules"][:3]}
     out = {"headline": results.run_to_dict(head, peaks), "sweeps": {}}
     for param, values in sweeps.items():
-        sw = LESSON.sweep(param, values, SEED_SHAPE if dev.type == "cuda" else None, dev, min_run_time=t / 2,
+        sw = LESSON.sweep(param, values, THREAD_SHAPE if dev.type == "cuda" else None, dev, min_run_time=t / 2,
                           progress=False)
         out["sweeps"][param] = results.sweep_to_dict(sw)
     return out

@@ -47,14 +47,16 @@ def _quiet_fd2():
 
 @contextlib.contextmanager
 def _cpu_memory_profiler():
-    """The CPU profiler with memory events, started and stopped without its log lines."""
+    """The CPU profiler with memory events, without its C++ log lines: the start/stop lines, and
+    "Memory block of unknown size was allocated before the profiling started", which it logs when
+    a tensor made before profiling is freed during it. Only file descriptor 2 is silenced, for the
+    profiled stretch; Python's own warnings and errors still reach the notebook."""
     prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
     with _quiet_fd2():
         prof.__enter__()
-    try:
-        yield prof
-    finally:
-        with _quiet_fd2():
+        try:
+            yield prof
+        finally:
             prof.__exit__(None, None, None)
 
 

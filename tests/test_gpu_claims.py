@@ -15,8 +15,8 @@ from lessons_lib import lesson02_autograd_memory as L2
 from lessons_lib import memory, roofline
 from lessons_lib.trace import on_meta, trace_ops
 
-SEED1 = L1.SEED_SHAPE
-SEED2 = L2.SEED_SHAPE
+SEED1 = L1.THREAD_SHAPE
+SEED2 = L2.THREAD_SHAPE
 FIXES = ["einsum", "3-D bmm", "custom Function"]
 # Efficiencies the floor leaves out, from what cuBLAS and copy kernels typically reach of the
 # datasheet peaks: a GEMM 60% of peak FLOP/s, anything memory-bound 85% of peak bandwidth.
@@ -43,7 +43,7 @@ def _speedup_bar(peaks: roofline.Peaks, slow, fast, *inputs) -> float:
     return max(1.0, _expected(peaks, slow, *inputs) / _expected(peaks, fast, *inputs) / MARGIN)
 
 
-def _seed_inputs():
+def _thread_inputs():
     return L1.make_inputs(SEED1, torch.device("meta"), torch.float32)
 
 
@@ -82,7 +82,7 @@ def _einsum_floor_bar(peaks: roofline.Peaks, sms: int) -> float:
 @pytest.mark.parametrize("gpu", ["T4", "H100"])
 def test_einsum_speedup_bar_is_a_real_bar(gpu):
     # 3.8× on a T4 and 3.1× on an H100 after efficiencies and margin (the floors alone: 7.1× and 5.6×)
-    bar = _speedup_bar(_peaks(gpu), L1.broadcast_matmul, L1.einsum, *_seed_inputs())
+    bar = _speedup_bar(_peaks(gpu), L1.broadcast_matmul, L1.einsum, *_thread_inputs())
     assert 2 <= bar < 7
 
 
@@ -112,7 +112,7 @@ def test_gpu_einsum_beats_broadcast_by_the_modelled_margin():
     dev = torch.device("cuda")
     run = L1.LESSON.run(SEED1, dev, variants=["broadcast matmul", "einsum"], min_run_time=0.5)
     peaks, _sms = _gpu_peaks(dev)
-    bar = _speedup_bar(peaks, L1.broadcast_matmul, L1.einsum, *_seed_inputs())
+    bar = _speedup_bar(peaks, L1.broadcast_matmul, L1.einsum, *_thread_inputs())
     ratio = run.timings["broadcast matmul"].median / run.timings["einsum"].median
     assert ratio >= bar, f"einsum {ratio:.2f}× faster than broadcast matmul; the model with margin asks {bar:.2f}×"
 

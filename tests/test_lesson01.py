@@ -10,7 +10,7 @@ from lessons_lib import lesson01_broadcast_matmul as L
 from lessons_lib import grading, roofline, trace
 from lessons_lib.lesson import Variant
 
-SEED = L.SEED_SHAPE
+SEED = L.THREAD_SHAPE
 ODD = {"num_modules": 7, "num_inputs": 5, "batch_size": 3, "embed_dims": 33}
 WEIGHT_COPY = (12, 13, 512, 512)
 WEIGHT_COPY_BYTES = 12 * 13 * 512 * 512 * 4  # 163,577,856 B: 156 MiB, about 164 MB
@@ -81,7 +81,7 @@ def test_trace_finds_the_weight_copy_and_the_batch_156_bmm(dev):
     t = trace.trace_ops(L.broadcast_matmul, x, weight, bias)
     copies = [op for op in t.named("clone") if op.out_shapes[0] == WEIGHT_COPY]
     assert len(copies) == 1
-    assert copies[0].alloc_bytes == WEIGHT_COPY_BYTES == L.seed_weight_copy_bytes()
+    assert copies[0].alloc_bytes == WEIGHT_COPY_BYTES == L.thread_weight_copy_bytes()
     assert round(WEIGHT_COPY_BYTES / 1e6) == 164 and WEIGHT_COPY_BYTES // 2**20 == 156
     assert [(op.name, op.gemm) for op in t.gemms] == [("bmm", (156, 16, 512, 512))]  # batch, M, N, K
     # x is copied too (12×13×16×512), and the two expanded operands are all it copies
@@ -270,10 +270,10 @@ def test_checker_fails_a_correct_loop_on_gemm_count():
 
 # --- recorded results -------------------------------------------------------------------------
 def test_record_quick_on_cpu(monkeypatch, one_thread):
-    # record() times SEED_SHAPE and sweeps around the CPU defaults; smaller features keep this test
+    # record() times THREAD_SHAPE and sweeps around the CPU defaults; smaller features keep this test
     # fast on a busy CPU (the notebook times the real seed shape; record() does not depend on it).
     small = {**SEED, "embed_dims": 64}
-    monkeypatch.setattr(L, "SEED_SHAPE", small)
+    monkeypatch.setattr(L, "THREAD_SHAPE", small)
     monkeypatch.setattr(L.LESSON.param("embed_dims"), "cpu", 64)
     out = L.record(torch.device("cpu"), quick=True)
     head = out["headline"]

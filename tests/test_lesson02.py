@@ -11,7 +11,7 @@ from lessons_lib import device, memory
 from lessons_lib import lesson02_autograd_memory as L
 from lessons_lib.lesson import Variant
 
-SEED = L.SEED_SHAPE
+SEED = L.THREAD_SHAPE
 ODD = {"batch": 5, "groups": 3, "dim": 7}
 SCALED = {"batch": 256, "groups": 8, "dim": 64}  # seed 004 with a 32× smaller batch
 FIXES = ["einsum", "3-D bmm", "custom Function"]
@@ -68,20 +68,20 @@ def test_only_w_requiring_grad_saves_nothing_new_but_backward_builds_the_expande
 
 
 def test_the_graph_shows_the_copy_saved_by_bmm_and_the_nodes_around_it():
-    x, W = L.seed_inputs(SEED, True, True)
+    x, W = L.thread_inputs(SEED, True, True)
     text = memory.graph(L.broadcast_matmul(x, W))
     assert "BmmBackward0   saves mat2 65536x64x64 float32 (1.0 GiB), self 65536x1x64 float32 (16.0 MiB)" in text
     order = [line.strip("│├└─ ").split()[0] for line in text.splitlines()]
     assert order == ["SqueezeBackward1", "UnsafeViewBackward0", "BmmBackward0", "ViewBackward0", "ExpandBackward0",
                      "ViewBackward0", "AccumulateGrad", "UnsafeViewBackward0", "CloneBackward0", "ExpandBackward0",
                      "AccumulateGrad"]
-    assert memory.graph(L.einsum(*L.seed_inputs(SEED, False, False))).startswith("(no autograd graph")
+    assert memory.graph(L.einsum(*L.thread_inputs(SEED, False, False))).startswith("(no autograd graph")
 
 
 def test_the_op_trace_is_lesson_01s_broadcasting_path():
     from lessons_lib.trace import trace_ops
 
-    t = trace_ops(L.broadcast_matmul, *L.seed_inputs())
+    t = trace_ops(L.broadcast_matmul, *L.thread_inputs())
     work = [op.name for op in t.ops if op.name in ("expand", "clone", "_unsafe_view", "bmm")]
     assert work[:5] == ["expand", "expand", "clone", "_unsafe_view", "bmm"]
     assert [op.alloc_bytes for op in t.copies] == [L.expanded_copy_bytes()]
@@ -89,7 +89,7 @@ def test_the_op_trace_is_lesson_01s_broadcasting_path():
 
 # --- reproduce: the thread's numbers, predicted on meta -------------------------------------------------
 def test_predicted_memory_allocated_is_the_posted_number_to_the_byte():
-    x, W = L.seed_inputs(SEED, x_grad=True)
+    x, W = L.thread_inputs(SEED, x_grad=True)
     assert L.allocated_after_forward(L.strategy_1, x, W) == L.POSTED["strategy 1"] == 1107427328
     x2 = torch.empty(8192, 512, device="meta", requires_grad=True)
     W2 = torch.empty(512, 512, device="meta")
@@ -104,7 +104,7 @@ def test_predicted_memory_allocated_is_the_posted_number_to_the_byte():
 def test_meta_analysis_of_the_full_seed_shape_is_fast_and_allocates_nothing():
     L.memory_table(SCALED)  # torch's one-off meta set-up
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    x, W = L.seed_inputs(SEED)
+    x, W = L.thread_inputs(SEED)
     start = time.perf_counter()
     led = memory.ledger(L.broadcast_matmul, x, W)
     assert time.perf_counter() - start <= 1.0  # the course's bar
@@ -119,7 +119,7 @@ def test_meta_analysis_of_the_full_seed_shape_is_fast_and_allocates_nothing():
 
 
 def test_checkpointing_trades_what_is_held_for_a_recomputed_copy():
-    x, W = L.seed_inputs(SEED, True, True)
+    x, W = L.thread_inputs(SEED, True, True)
     plain, ckpt = memory.peaks(L.stacked(L.broadcast_matmul, 4), x, W), memory.peaks(L.stacked(L.checkpointed, 4), x, W)
     copy = L.expanded_copy_bytes()
     assert plain.after_forward.predicted > 4 * copy  # four copies held until backward
@@ -229,7 +229,7 @@ def test_measured_peaks_agree_with_the_timeline_on_cpu():
                       (m.after_forward, tl.after_forward.measured)):
         assert abs(got - want) <= 0.05 * want
     assert x.grad is None and W.grad is None
-    assert memory.measured_peaks(L.einsum, *L.seed_inputs()) == memory.Measured(None, None, None)
+    assert memory.measured_peaks(L.einsum, *L.thread_inputs()) == memory.Measured(None, None, None)
 
 
 # --- torch.compile: guarded ---------------------------------------------------------------------
@@ -255,7 +255,19 @@ def test_compile_check_on_cpu_reports_what_the_partitioner_saved():
     assert "CompiledFunctionBackward" in report.graph
     # measured fact on CPU with inductor's partitioner: the expanded copy is still saved
     assert report.saved_new == L.expanded_copy_bytes({"batch": 16, "groups": 4, "dim": 8})
-    assert report.peaks.forward > 0 and report.time.median > 0
+
+
+def test_the_cpu_stand_in_reports_no_peaks_or_times_that_would_not_be_inductors():
+    report = L.compile_check({"batch": 16, "groups": 4, "dim": 8}, "cpu", min_run_time=0.01)
+    assert (report.peaks, report.time) == (None, None)
+
+
+def test_a_compile_failure_is_a_sentence_not_a_traceback(monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError("no working C++ compiler (simulated)")
+
+    monkeypatch.setattr(L.torch, "compile", broken)
+    assert "no working C++ compiler" in L.compile_check({"batch": 16, "groups": 4, "dim": 8}, "cpu").problem
 
 
 # --- exercise and record -------------------------------------------------------------------------
