@@ -5,7 +5,6 @@ describe it next to a number, and will this shape fit before I allocate it.
 """
 from __future__ import annotations
 
-import contextlib
 import traceback
 import datetime
 import gc

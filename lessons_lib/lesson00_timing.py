@@ -18,7 +18,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 

@@ -15,7 +15,7 @@ from . import device as _device
 from . import results, roofline
 from .grading import Verdict, analyse_reader, call_reader, rel_error
 from .lesson import Lesson, Param, Variant
-from .trace import COPY_OPS, on_meta, trace_ops
+from .trace import COPY_OPS, trace_ops
 from .widgets import Explorer
 
 THREAD_SHAPE = {"num_modules": 12, "num_inputs": 13, "batch_size": 16, "embed_dims": 512}

@@ -24,7 +24,6 @@ from .device import fmt_bytes
 from .display import text_table
 from .grading import Verdict, analyse_reader, call_reader, rel_error
 from .lesson import Lesson, Param, Variant, metrics_table
-from .trace import on_meta
 from .widgets import Explorer
 
 THREAD_SHAPE = {"batch": 8192, "groups": 8, "dim": 64}

@@ -33,14 +33,14 @@ def _axes(ax, figsize=(7, 3.2)):
 
 
 def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=None,
-         colors: dict[str, str] | None = None):
+         colors: dict[str, str] | None = None, bar_label: str = "median, whiskers ± IQR/2"):
     """Median time per call of each variant with its IQR, and the hardware floor if given."""
     fig, ax = _axes(ax, (7, 0.5 + 0.45 * len(timings)))
     unit, scale = time_unit([t.median + t.iqr for t in timings] + list((floors or {}).values()))
     ys = range(len(timings))
     color = [(colors or {}).get(t.label, "tab:blue") for t in timings]
     ax.barh(ys, [t.median / scale for t in timings], xerr=[t.iqr / 2 / scale for t in timings],
-            color=color, alpha=0.8, capsize=3, label="median, whiskers ± IQR/2")
+            color=color, alpha=0.8, capsize=3, label=bar_label)
     if floors:
         fl = [floors.get(t.label, float("nan")) / scale for t in timings]
         ax.scatter(fl, ys, marker="|", s=400, color="black", zorder=3, label="floor (roofline)")

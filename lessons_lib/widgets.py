@@ -112,8 +112,10 @@ class Explorer:
             floors = {n: v["floor"] for n, v in rows.items() if "floor" in v}
             if all(t.median != t.median for t in ts):  # a model file: floors only, drawn as the bars
                 ts = [Timing(t.label, floors.get(t.label, float("nan")), 0.0, [], 1, "model", "model") for t in ts]
+            label = {"model": "roofline floor (model, not a measurement)",
+                     "reported": "as reported (no spread given)"}.get(recorded.kind, "median, whiskers ± IQR/2")
             figs.append(self._bars(ts, floors, head.get("metrics", {}),
-                                   f"{tag}: {_shape_str(head['params'])}, {head['dtype']}"))
+                                   f"{tag}: {_shape_str(head['params'])}, {head['dtype']}", bar_label=label))
         for sw in data.get("sweeps", {}).values():
             rows = self._ordered(sw["variants"])
             meds = {n: v["median"] for n, v in rows.items() if "median" in v}
@@ -296,13 +298,13 @@ class Explorer:
         rec = self._recorded[self.source_w.value]
         return [rec.label(), *self.replay(rec)]
 
-    def _bars(self, timings, floors, metrics: dict, title: str):
+    def _bars(self, timings, floors, metrics: dict, title: str, bar_label: str = "median, whiskers ± IQR/2"):
         """The timing bars; beside them, one panel per lesson metric ({variant: {metric: value}})."""
         if not metrics:
-            return plots.bars(timings, floors, title=title, colors=self.colors)
+            return plots.bars(timings, floors, title=title, colors=self.colors, bar_label=bar_label)
         names = list(dict.fromkeys(m for per in metrics.values() for m in per))
         fig, axes = plots.panels(1 + len(names))
-        plots.bars(timings, floors, title="time per call", ax=axes[0], colors=self.colors)
+        plots.bars(timings, floors, title="time per call", ax=axes[0], colors=self.colors, bar_label=bar_label)
         for ax, m in zip(axes[1:], names):
             plots.quantity_bars({v: per[m] for v, per in self._ordered(metrics).items() if m in per}, m, title=m,
                                 ax=ax, colors=self.colors)

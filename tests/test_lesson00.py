@@ -10,7 +10,7 @@ import torch
 from lessons_lib import lesson00_exercise as E
 from lessons_lib import lesson00_timing as L
 from lessons_lib import timing
-from lessons_lib.timing import Timing
+
 
 
 
@@ -88,7 +88,8 @@ def test_wrong_one_thread_times_with_one_thread(monkeypatch):
     wrong = timing.wrong_one_thread(torch.mm, a, a, min_run_time=0.01)
     honest = timing.measure(torch.mm, a, a, min_run_time=0.01)
     assert seen == [1, torch.get_num_threads()]
-    assert wrong.method.startswith("WRONG: ") and wrong.method.endswith("(1 thread)")
+    assert wrong.method.startswith("WRONG: ")
+    assert wrong.method.endswith("(1 thread)")
     assert "WRONG" not in honest.method
 
 
@@ -148,7 +149,8 @@ def test_fake_workloads_take_their_stated_time():
     cold()
     assert time.perf_counter() - t0 >= E.SLOW
     out = E.FakeWorkload("outliers")
-    assert {0, 2, 3} & E.OUTLIER_CALLS == set() and {1, 4} <= E.OUTLIER_CALLS
+    assert {0, 2, 3} & E.OUTLIER_CALLS == set()
+    assert {1, 4} <= E.OUTLIER_CALLS
     assert 0.02 < len(E.OUTLIER_CALLS) / E.MAX_CALLS < 0.06  # rare: about 1 call in 25
     t0 = time.perf_counter()
     out()
@@ -203,9 +205,11 @@ def test_each_mistake_fails_exactly_its_own_check(bench, fails):
 
 def test_checker_explains_units_errors_and_wrong_arguments():
     v = L.check_exercise(in_milliseconds)
-    assert all("milliseconds" in d for _n, ok, d in v.checks if ok is False) and not v.passed
+    assert all("milliseconds" in d for _n, ok, d in v.checks if ok is False)
+    assert not v.passed
     v = L.check_exercise(lambda fn, sync: 1 / 0)
-    assert all("ZeroDivisionError" in d for _n, ok, d in v.checks if ok is False) and not v.passed
+    assert all("ZeroDivisionError" in d for _n, ok, d in v.checks if ok is False)
+    assert not v.passed
     v = L.check_exercise(lambda fn, sync: None)
     assert not v.passed
     with pytest.raises(ValueError, match="function itself"):
@@ -227,8 +231,10 @@ def test_checker_stops_a_benchmark_that_never_ends():
 
 def test_demo_no_sync_on_cpu_agrees_because_cpu_ops_are_synchronous():
     d = L.demo_no_sync("cpu", n=128, min_run_time=0.05)
-    assert d.wrong.method.startswith("WRONG") and d.honest.device == "cpu"
-    assert d.wrong.median > 0 and d.honest.median > 0
+    assert d.wrong.method.startswith("WRONG")
+    assert d.honest.device == "cpu"
+    assert d.wrong.median > 0
+    assert d.honest.median > 0
 
 
 def test_demo_random_data_costs_more_than_the_op():
@@ -239,7 +245,9 @@ def test_demo_random_data_costs_more_than_the_op():
 def test_demo_first_call_runs_in_a_fresh_process():
     d = L.demo_first_call("cpu", n=128, min_run_time=0.02)
     assert d.wrong.method == "WRONG: one cold call"
-    assert d.wrong.median > 0 and d.honest.median > 0 and len(d.honest.samples) >= timing.MIN_SAMPLES
+    assert d.wrong.median > 0
+    assert d.honest.median > 0
+    assert len(d.honest.samples) >= timing.MIN_SAMPLES
 
 
 @pytest.mark.slow
@@ -249,16 +257,21 @@ def test_record_quick_returns_the_documented_keys():
     elapsed = time.perf_counter() - t0
     assert elapsed < 30, f"record(quick=True) took {elapsed:.1f} s; it should take seconds"
     json.dumps(rec)  # goes into the recorded-results JSON as it is
-    assert rec["quick"] is True and rec["device"] == "cpu"
+    assert rec["quick"] is True
+    assert rec["device"] == "cpu"
     assert set(rec["sizes"]) == {"matmul", "rows", "width", "cache_bytes", "rotate_bytes"}
     assert set(rec["demos"]) == {"no_sync", "first_call", "data_in_timed_region", "single_run",
                                  "mean_with_cold_start", "one_thread", "hot_cache"}
     for key, d in rec["demos"].items():
-        assert d["shape"] and d["mistake"]
+        assert d["shape"]
+        assert d["mistake"]
         for side in ("wrong", "honest"):
             t = d[side]
-            assert t["median"] > 0 and math.isfinite(t["median"]) and t["iqr"] >= 0, (key, side)
-            assert t["samples"] >= 1 and t["method"]
+            assert t["median"] > 0, (key, side)
+            assert math.isfinite(t["median"]), (key, side)
+            assert t["iqr"] >= 0, (key, side)
+            assert t["samples"] >= 1
+            assert t["method"]
         assert d["wrong"]["method"].startswith("WRONG"), key
         assert not d["honest"]["method"].startswith("WRONG"), key
 
@@ -267,7 +280,8 @@ def test_show_source_and_sizes():
     code = L.show_source(L.broken_benchmark)
     assert "def broken_benchmark(fn, sync" in code.data
     s = L.sizes("cpu")
-    assert s.matmul <= 1024 and s.rotate_bytes >= 64 * s.cache_bytes
+    assert s.matmul <= 1024
+    assert s.rotate_bytes >= 64 * s.cache_bytes
 
 
 def test_compare_rejects_a_non_function():
@@ -295,7 +309,8 @@ def test_gpu_first_call_reports_more_than_the_harness():
 @pytest.mark.gpu
 def test_gpu_checker_agrees_with_the_harness_on_a_real_kernel():
     v = L.check_exercise(solution)
-    assert v.passed and v.checks[-1][1] is True, str(v)
+    assert v.passed, str(v)
+    assert v.checks[-1][1] is True, str(v)
     v = L.check_exercise(no_sync)
     assert v.checks[-1][1] is False, str(v)
 

@@ -54,7 +54,8 @@ def test_every_variant_matches_float64_at_the_seed_and_odd_shapes():
 def test_default_and_declared_odd_shapes_pass():
     assert ODD in L.LESSON.odd_shapes
     rows = L.LESSON.check_correct(seed=1)
-    assert rows and all(ok for *_rest, ok in rows)
+    assert rows
+    assert all(ok for *_rest, ok in rows)
 
 
 def test_the_correctness_check_flags_wrong_variants():
@@ -71,7 +72,8 @@ def test_the_correctness_check_flags_wrong_variants():
     bad = {name for name, _s, _e, _t, ok in rows if not ok}
     assert bad == {"forgot transpose", "first bias only"}
     report = wrong.correctness_report(rows)
-    assert report.startswith("✗ 4 mismatches") and "forgot transpose at num_modules=7" in report
+    assert report.startswith("✗ 4 mismatches")
+    assert "forgot transpose at num_modules=7" in report
 
 
 # --- the mechanism: op traces -------------------------------------------------------------------
@@ -82,7 +84,8 @@ def test_trace_finds_the_weight_copy_and_the_batch_156_bmm(dev):
     copies = [op for op in t.named("clone") if op.out_shapes[0] == WEIGHT_COPY]
     assert len(copies) == 1
     assert copies[0].alloc_bytes == WEIGHT_COPY_BYTES == L.thread_weight_copy_bytes()
-    assert round(WEIGHT_COPY_BYTES / 1e6) == 164 and WEIGHT_COPY_BYTES // 2**20 == 156
+    assert round(WEIGHT_COPY_BYTES / 1e6) == 164
+    assert WEIGHT_COPY_BYTES // 2**20 == 156
     assert [(op.name, op.gemm) for op in t.gemms] == [("bmm", (156, 16, 512, 512))]  # batch, M, N, K
     # x is copied too (12×13×16×512), and the two expanded operands are all it copies
     assert sorted(op.out_shapes[0] for op in t.copies) == [(12, 13, 16, 512), WEIGHT_COPY]
@@ -120,12 +123,14 @@ def test_same_flops_very_different_bytes(seed_traces):
     assert work["einsum"].flops == 2 * 208 * 6144 * 512
     assert work["broadcast matmul"].bytes > 10 * work["einsum"].bytes
     table = L.LESSON.work_table(SEED)
-    assert "1 (batch 156)" in table and "12 (batch 1)" in table
+    assert "1 (batch 156)" in table
+    assert "12 (batch 1)" in table
 
 
 def test_one_input_means_no_copy():
     t = L.LESSON.traces({**SEED, "num_inputs": 1})["broadcast matmul"]
-    assert t.copies == [] and t.gemms[0].gemm == (12, 16, 512, 512)
+    assert t.copies == []
+    assert t.gemms[0].gemm == (12, 16, 512, 512)
 
 
 # --- the explorer: refuses before allocating, runs small shapes ---------------------------------
@@ -184,10 +189,12 @@ def _checks(verdict):
 
 def test_checker_fails_the_starter_on_copies_not_correctness():
     v = L.check_exercise(L.exercise_starter)
-    assert not v.passed and "Not yet" in str(v)
+    assert not v.passed
+    assert "Not yet" in str(v)
     c = _checks(v)
     assert c["matches the float64 reference at 4 shapes"] is True
-    assert c["copies nothing"] is False and c["allocates only the output"] is False
+    assert c["copies nothing"] is False
+    assert c["allocates only the output"] is False
 
 
 @pytest.mark.parametrize("fn", [_folded, lambda x, W: torch.einsum("btd,hed->bhte", x, W)])
@@ -265,7 +272,8 @@ def test_checker_fails_a_correct_loop_on_gemm_count():
     v = L.check_exercise(lambda x, W: torch.stack([x @ w.T for w in W], dim=1))
     c = _checks(v)
     assert not v.passed
-    assert c["matches the float64 reference at 4 shapes"] is True and c["launches exactly one GEMM"] is False
+    assert c["matches the float64 reference at 4 shapes"] is True
+    assert c["launches exactly one GEMM"] is False
 
 
 # --- recorded results -------------------------------------------------------------------------
@@ -277,13 +285,18 @@ def test_record_quick_on_cpu(monkeypatch, one_thread):
     monkeypatch.setattr(L.LESSON.param("embed_dims"), "cpu", 64)
     out = L.record(torch.device("cpu"), quick=True)
     head = out["headline"]
-    assert head["params"] == small and head["dtype"] == "float32"
+    assert head["params"] == small
+    assert head["dtype"] == "float32"
     assert set(head["variants"]) == {v.name for v in L.LESSON.variants}
-    assert head["peaks"]["flops"] > 0 and head["peaks"]["bandwidth"] > 0
+    assert head["peaks"]["flops"] > 0
+    assert head["peaks"]["bandwidth"] > 0
     for row in head["variants"].values():
-        assert row["median"] > 0 and row["floor"] > 0 and row["flops"] == 2 * 208 * (12 * 64) * 64
+        assert row["median"] > 0
+        assert row["floor"] > 0
+        assert row["flops"] == 2 * 208 * (12 * 64) * 64
     assert out["sweeps"]
     for sweep in out["sweeps"].values():
         assert sweep["values"]
         for series in sweep["variants"].values():
-            assert len(series["median"]) == len(sweep["values"]) and all(m > 0 for m in series["median"])
+            assert len(series["median"]) == len(sweep["values"])
+            assert all(m > 0 for m in series["median"])

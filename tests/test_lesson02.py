@@ -43,7 +43,8 @@ def test_the_fixes_save_no_new_memory_only_their_inputs(name):
     x, W = _inputs(SCALED)
     led = memory.ledger(L.LESSON.variant(name).fn, x, W)
     assert led.total_bytes == 0
-    assert led.entries and all(e.source.replace("view of ", "") in ("input 0", "input 1") for e in led.entries)
+    assert led.entries
+    assert all(e.source.replace("view of ", "") in ("input 0", "input 1") for e in led.entries)
     assert max(e.bytes for e in led.entries) == x.nbytes  # a view of x at most, never a B·G·D·D copy
 
 
@@ -98,7 +99,8 @@ def test_predicted_memory_allocated_is_the_posted_number_to_the_byte():
     x.requires_grad_(False)
     assert L.allocated_after_forward(L.strategy_1, x, W) == 2 * 8192 * 512 * 4 + 8 * 64 * 64 * 4
     table = L.reproduce_table()
-    assert "1,107,427,328 B (1.0 GiB)  1,107,427,328" in table and "33,685,504 B" in table
+    assert "1,107,427,328 B (1.0 GiB)  1,107,427,328" in table
+    assert "33,685,504 B" in table
 
 
 def test_meta_analysis_of_the_full_seed_shape_is_fast_and_allocates_nothing():
@@ -183,7 +185,8 @@ def test_explorer_refuses_an_oversized_shape_without_allocating(monkeypatch):
     ex.sliders["batch"].value, ex.sliders["groups"].value, ex.sliders["dim"].value = 65536, 64, 512
     monkeypatch.setattr(L.LESSON, "make_inputs", _boom)
     ex._act(ex._do_run, background=False)  # in the widget: a message, nothing raised, nothing allocated
-    assert "needs about" in ex.status.value and not ex.run_b.disabled
+    assert "needs about" in ex.status.value
+    assert not ex.run_b.disabled
 
 
 def test_peak_estimate_covers_the_worst_variant():
@@ -214,7 +217,8 @@ def test_explorer_times_a_training_step_and_tabulates_and_plots_memory():
     series = sw.metric_series()
     assert series["saved for backward (MiB)"]["broadcast matmul"] == [
         L.expanded_copy_bytes({"batch": b, "groups": 4, "dim": 16}) / 2**20 for b in (8, 16)]
-    assert len(fig.axes) == 4 and all("MiB" in ax.get_ylabel() for ax in fig.axes[1:])
+    assert len(fig.axes) == 4
+    assert all("MiB" in ax.get_ylabel() for ax in fig.axes[1:])
     plt.close(fig)
     # the timed call is the whole step: its trace has backward ops
     traces = L.LESSON.traces({"batch": 8, "groups": 2, "dim": 4})
@@ -228,7 +232,8 @@ def test_measured_peaks_agree_with_the_timeline_on_cpu():
     for got, want in ((m.forward, tl.forward.measured), (m.backward, tl.backward.measured),
                       (m.after_forward, tl.after_forward.measured)):
         assert abs(got - want) <= 0.05 * want
-    assert x.grad is None and W.grad is None
+    assert x.grad is None
+    assert W.grad is None
     assert memory.measured_peaks(L.einsum, *L.thread_inputs()) == memory.Measured(None, None, None)
 
 
@@ -291,17 +296,20 @@ def test_the_exercise_checker_fails_the_starter_and_passes_a_solution():
     assert not L.check_exercise(lambda x, W: _solution(x, W).transpose(1, 2)).passed  # wrong shape
     assert not L.check_exercise(lambda x, W: _solution(x, W.transpose(1, 2))).passed  # wrong values
     broken = L.check_exercise(lambda x, W: 1 / 0)
-    assert not broken.passed and "ZeroDivisionError" in str(broken)
+    assert not broken.passed
+    assert "ZeroDivisionError" in str(broken)
 
 
 def test_record_on_cpu_quick_returns_sane_numbers():
     out = L.record(torch.device("cpu"), quick=True)
     head = out["headline"]
-    assert head["params"]["batch"] == 128 and set(head["variants"]) == {v.name for v in L.LESSON.variants}
+    assert head["params"]["batch"] == 128
+    assert set(head["variants"]) == {v.name for v in L.LESSON.variants}
     assert all(v["median"] > 0 and v["flops"] > 0 for v in head["variants"].values())
     assert head["metrics"]["broadcast matmul"]["saved for backward (MiB)"] == 32.0 * 128 / 256
     assert all(m >= 0 for per in head["metrics"].values() for m in per.values())
     sw = out["sweeps"]["batch"]
-    assert sw["values"] == L.SWEEP_CPU[:2] and all(t > 0 for v in sw["variants"].values() for t in v["median"])
+    assert sw["values"] == L.SWEEP_CPU[:2]
+    assert all(t > 0 for v in sw["variants"].values() for t in v["median"])
     assert out["claims"]["forward peak ratio, broadcast matmul / einsum"] > 1
     assert "reproduce" not in out  # measured only on a GPU; never invented

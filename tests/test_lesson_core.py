@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lessons_lib import device, grading, lesson
+from lessons_lib import device, grading
 from lessons_lib.lesson import Lesson, Param, Stopped, Variant
 
 

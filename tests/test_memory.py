@@ -52,7 +52,8 @@ def test_broadcast_matmul_saves_the_expanded_copy_of_w():
     B = 256
     led = memory.ledger(broadcast_matmul, *inputs(B))
     big = led.largest()
-    assert big.node == "BmmBackward0" and big.slot == "mat2"
+    assert big.node == "BmmBackward0"
+    assert big.slot == "mat2"
     assert big.shape == (B * GROUPS, DIM, DIM)
     assert big.bytes == expanded_copy_bytes(B) == 33554432
     assert led.total_bytes == expanded_copy_bytes(B)
@@ -194,7 +195,8 @@ def test_predicted_timeline_on_meta_follows_the_copy_and_its_gradient():
     # ...and both are gone by the end: only the gradients and the output remain
     assert tl.rows[-1].predicted < 3 * out
     assert tl.peaks().after_forward.predicted == copy + out + F32
-    assert tl.reserved is None and all(r.measured is None for r in tl.rows)
+    assert tl.reserved is None
+    assert all(r.measured is None for r in tl.rows)
 
 
 def test_predicted_timeline_does_not_depend_on_the_device():
@@ -205,7 +207,8 @@ def test_predicted_timeline_does_not_depend_on_the_device():
         return [(r.op, r.phase, r.predicted) for r in tl.rows]
 
     assert rows(cpu) == rows(meta)
-    assert x.grad is None and W.grad is None  # the arguments' .grad is left as it was
+    assert x.grad is None  # the arguments' .grad is left as it was
+    assert W.grad is None
 
 
 def test_einsum_peak_is_a_fraction_of_the_broadcast_matmul_peak():
@@ -238,11 +241,16 @@ def test_peaks_plot_and_explain():
     assert p.reserved is None
     fig = tl.plot()
     ax = fig.axes[0]
-    assert "MiB" in ax.get_ylabel() and "op" in ax.get_xlabel()
+    assert "MiB" in ax.get_ylabel()
+    assert "op" in ax.get_xlabel()
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels[0].startswith("predicted") and labels[1].startswith("measured") and "backward" in labels[2]
+    assert labels[0].startswith("predicted")
+    assert labels[1].startswith("measured")
+    assert "backward" in labels[2]
     text = tl.explain()
-    assert "current after the forward" in text and "peak" in text and "reserved" not in text
+    assert "current after the forward" in text
+    assert "peak" in text
+    assert "reserved" not in text
 
 
 @pytest.mark.gpu
@@ -298,4 +306,5 @@ def test_graph_says_which_slots_checkpoint_recomputes_and_backward_still_works()
     out = checkpointed(x, W)
     assert "recomputes mat2, self in backward" in memory.graph(out)
     out.sum().backward()
-    assert x.grad is not None and W.grad is not None
+    assert x.grad is not None
+    assert W.grad is not None

@@ -22,7 +22,8 @@ def test_every_committed_file_has_a_kind_and_names_its_hardware_and_source():
 
 def test_labels_and_short_names_carry_the_kind():
     for rec in results.load_all():
-        assert rec.kind.split()[0] in rec.label() and rec.kind in rec.short()
+        assert rec.kind.split()[0] in rec.label()
+        assert rec.kind in rec.short()
 
 
 def test_short_names_are_unique():
@@ -44,7 +45,8 @@ def test_for_lesson_filters_by_kind():
 def test_model_rows_plot_their_floor_and_say_so():
     (t4,) = [r for r in results.for_lesson(KEY01, kinds="model") if "T4" in r.meta["name"]]
     row = t4.lesson(KEY01)["headline"]["variants"]["einsum"]
-    assert row["median"] == row["floor"] and "not a measurement" in row["figure"]
+    assert row["median"] == row["floor"]
+    assert "not a measurement" in row["figure"]
 
 
 def test_reported_seed000_figures_are_the_posted_totals_per_call():
@@ -56,9 +58,11 @@ def test_reported_seed000_figures_are_the_posted_totals_per_call():
 
 def test_side_by_side_and_describe_name_each_kind():
     rows = results.side_by_side(KEY01, {"einsum": 1e-3})
-    assert any("· model" in k for k in rows) and any("· reported" in k for k in rows)
+    assert any("· model" in k for k in rows)
+    assert any("· reported" in k for k in rows)
     text = results.describe_recorded(KEY01)
-    assert "not a measurement" in text and "reported:" in text
+    assert "not a measurement" in text
+    assert "reported:" in text
 
 
 def test_old_files_with_figures_key_still_have_a_kind(tmp_path):

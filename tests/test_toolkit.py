@@ -15,8 +15,12 @@ from lessons_lib.widgets import Explorer, default_sweep_values
 # --- device --------------------------------------------------------------------------------
 def test_describe_names_the_machine():
     info = device.describe("cpu")
-    assert info.kind == "cpu" and info.torch == torch.__version__ and info.threads >= 1
-    assert info.date.count("-") == 2 and info.slug() and "/" not in info.slug()
+    assert info.kind == "cpu"
+    assert info.torch == torch.__version__
+    assert info.threads >= 1
+    assert info.date.count("-") == 2
+    assert info.slug()
+    assert "/" not in info.slug()
     assert torch.__version__ in info.line()
 
 
@@ -53,7 +57,8 @@ def test_dtype_and_compile_problems_are_sentences_or_none():
 def test_measure_reports_the_median_of_a_known_duration():
     t = timing.measure(lambda: time.sleep(0.004), label="sleep", min_run_time=0.1)
     assert 0.004 <= t.median < 0.0065
-    assert len(t.samples) >= timing.MIN_SAMPLES and t.iqr >= 0
+    assert len(t.samples) >= timing.MIN_SAMPLES
+    assert t.iqr >= 0
     assert "thread" in t.method
 
 
@@ -63,7 +68,8 @@ def test_measure_rotates_inputs_and_flushes_cache():
     timing.measure(lambda b: seen.append(b[0].item()), rotate=bufs, min_run_time=0.01, warmup=0)
     assert set(seen) == {0.0, 1.0, 2.0}
     t = timing.measure(torch.sum, torch.ones(1000), flush_cache=True, min_run_time=0.01)
-    assert t.calls_per_sample == 1 and "flushed" in t.method
+    assert t.calls_per_sample == 1
+    assert "flushed" in t.method
 
 
 def test_wrong_timers_are_labelled_wrong():
@@ -71,12 +77,14 @@ def test_wrong_timers_are_labelled_wrong():
     for t in (timing.wrong_no_sync(torch.mm, x, x, repeats=3), timing.wrong_first_call(torch.mm, x, x),
               timing.wrong_single_run(torch.mm, x, x), timing.wrong_mean_with_cold_start(torch.mm, x, x, repeats=3),
               timing.wrong_one_thread(torch.mm, x, x, min_run_time=0.01)):
-        assert t.method.startswith("WRONG") and t.median > 0
+        assert t.method.startswith("WRONG")
+        assert t.median > 0
     assert "1 thread)" in timing.wrong_one_thread(torch.mm, x, x, min_run_time=0.01).method
 
 
 def test_fmt_time_and_table():
-    assert timing.fmt_time(0.0123) == "12.3 ms" and timing.fmt_time(2.5e-6) == "2.5 µs"
+    assert timing.fmt_time(0.0123) == "12.3 ms"
+    assert timing.fmt_time(2.5e-6) == "2.5 µs"
     a = timing.Timing("a", 2e-3, 1e-4, [2e-3], 1, "m", "cpu")
     b = timing.Timing("b", 1e-3, 1e-4, [1e-3], 1, "m", "cpu")
     assert "2.00× vs a" in timing.table([a, b], baseline="a")
@@ -89,7 +97,8 @@ def test_trace_counts_views_copies_and_gemms_on_meta():
     assert [op.name for op in t.copies] == ["clone"]
     assert t.copies[0].alloc_bytes == 4 * 8 * 16 * 4
     (g,) = t.gemms
-    assert g.gemm == (1, 32, 32, 16) and t.flops == 2 * 32 * 32 * 16
+    assert g.gemm == (1, 32, 32, 16)
+    assert t.flops == 2 * 32 * 32 * 16
     assert all(op.alloc_bytes == 0 for op in t.ops if op.is_view)
 
 
@@ -125,7 +134,9 @@ def test_datasheet_prefers_the_longest_match():
 
 def test_measured_cpu_peaks_are_plausible():
     p = roofline.measure_peaks("cpu")
-    assert 1e8 < p.flops < 1e14 and 1e8 < p.bandwidth < 1e13 and p.launch > 0  # per-op overhead, CPU too
+    assert 1e8 < p.flops < 1e14
+    assert 1e8 < p.bandwidth < 1e13
+    assert p.launch > 0  # per-op overhead, CPU too
 
 
 # --- a tiny lesson to drive the generic machinery --------------------------------------------
@@ -145,7 +156,8 @@ def test_lesson_check_correct_flags_a_wrong_variant():
     assert all(r[4] for r in toy.check_correct([{"n": 5}, {"n": 8}], seed=1))
     toy.variants.append(Variant("wrong", lambda a, b: a @ b + 1e-3))
     report = toy.correctness_report(toy.check_correct([{"n": 5}], seed=1))
-    assert report.startswith("✗") and "wrong" in report
+    assert report.startswith("✗")
+    assert "wrong" in report
 
 
 def test_lesson_check_refuses_bad_input_before_allocating(monkeypatch):
@@ -165,11 +177,14 @@ def test_crossover():
 def test_explorer_runs_sweeps_and_replays(tmp_path):
     ex = Explorer(_toy(), "cpu", min_run_time=0.01)
     run, fig = ex.run(n=16)
-    assert set(run.timings) == {"mm", "einsum"} and fig.axes[0].get_xlabel().startswith("time per call")
+    assert set(run.timings) == {"mm", "einsum"}
+    assert fig.axes[0].get_xlabel().startswith("time per call")
     plt.close(fig)
     sw, fig = ex.sweep("n", [4, 8, 16], on_step=lambda i, n: None)
-    assert sw.values == [4, 8, 16] and len(sw.medians()["mm"]) == 3
-    assert fig.axes[0].get_xlabel() == "n" and "time per call" in fig.axes[0].get_ylabel()
+    assert sw.values == [4, 8, 16]
+    assert len(sw.medians()["mm"]) == 3
+    assert fig.axes[0].get_xlabel() == "n"
+    assert "time per call" in fig.axes[0].get_ylabel()
     plt.close(fig)
     with pytest.raises(ValueError, match="dtype"):
         ex.run(dtype="float8")
@@ -180,7 +195,8 @@ def test_explorer_runs_sweeps_and_replays(tmp_path):
                                 "sweeps": {"n": results.sweep_to_dict(sw)}}}, tmp_path)
     (rec,) = results.for_lesson("toy", gpu_only=True, directory=tmp_path)
     figs = ex.replay(rec)
-    assert len(figs) == 2 and "Test GPU" in figs[0].axes[0].get_title()
+    assert len(figs) == 2
+    assert "Test GPU" in figs[0].axes[0].get_title()
     for f in figs:
         plt.close(f)
 
@@ -188,20 +204,25 @@ def test_explorer_runs_sweeps_and_replays(tmp_path):
 def test_explorer_widget_builds_and_reports_errors_in_place():
     ex = Explorer(_toy(), "cpu", min_run_time=0.01)
     ui = ex.widget()
-    assert ex.sliders["n"].value == 8 and ex.run_b.description == "Run"
+    assert ex.sliders["n"].value == 8
+    assert ex.run_b.description == "Run"
     ex.sliders["n"].value = 1 << 20  # too big: refused with a message, nothing raised
     ex._act(ex._do_run, background=False)
-    assert "needs about" in ex.status.value and not ex.run_b.disabled
+    assert "needs about" in ex.status.value
+    assert not ex.run_b.disabled
     ex.sliders["n"].value = 8
     ex._act(ex._do_run, background=False)
-    assert "needs about" not in ex.status.value and "unexpected" not in ex.status.value
+    assert "needs about" not in ex.status.value
+    assert "unexpected" not in ex.status.value
     assert any("image/png" in o.get("data", {}) for o in ex.out.outputs)  # the figure, in the widget
     assert ui is ex.widget()
 
 
 def test_default_sweep_values_stay_in_range():
     vals = default_sweep_values(_toy(), "n", 8)
-    assert vals == sorted(set(vals)) and vals[0] >= 1 and 8 in vals
+    assert vals == sorted(set(vals))
+    assert vals[0] >= 1
+    assert 8 in vals
 
 
 # --- results -------------------------------------------------------------------------------
@@ -241,9 +262,12 @@ def test_verdict():
     v = Verdict("x")
     v.check("one", True)
     v.skip("gpu", "no CUDA")
-    assert v.passed and "✓ one" in str(v) and "– gpu" in str(v)
+    assert v.passed
+    assert "✓ one" in str(v)
+    assert "– gpu" in str(v)
     v.check("two", False, "why")
-    assert not v.passed and "✗ two (why)" in str(v)
+    assert not v.passed
+    assert "✗ two (why)" in str(v)
     assert not Verdict("empty").passed
 
 

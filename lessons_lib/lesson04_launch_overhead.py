@@ -1,0 +1,924 @@
+"""Lesson 04: kernel launch overhead, fusion and the three regimes (forum seed 003, PseudoLinear).
+
+A `PseudoLinear` layer computes `x * w + b`: N times fewer FLOPs than `nn.Linear` at width N,
+yet in the thread it is no faster at width 160. Every op costs a fixed overhead (dispatch, and
+on a GPU a kernel launch) before it does any work, and an elementwise op is limited by the
+bytes it moves, not by its FLOPs. Which bound wins depends on the shape: overhead at small
+shapes, memory for elementwise ops at large ones, compute for big GEMMs.
+
+So that every variant computes the *same* function, `Linear` here multiplies by the diagonal
+matrix `W = diag(w)`: it gives PseudoLinear's output exactly and pays a full GEMM for it, which
+is the thread's comparison. Shapes: x (batch, width), W (layers, width, width), w and b
+(layers, width).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import compiling, grading, results, roofline, timing
+from . import device as _device
+from .display import text_table
+from .grading import Verdict
+from .lesson import Lesson, Param, Variant
+from .timing import fmt_time
+from .trace import on_meta, trace_ops
+from .widgets import Explorer
+
+# What the thread reported (figures as posted; the GPUs are not named in the thread).
+THREAD_RUNS = [  # (width, iterations, Linear seconds, PseudoLinear seconds): the poster's tqdm totals
+    (160, 400, 38.16433668136597, 35.41974401473999),
+    (1024, 40, 65.22167682647705, 21.476550817489624),
+]
+THREAD_TABLES = {  # width -> PseudoLinear speed-up over Linear, as posted in replies (no batch given)
+    "GPU A (not named in the thread)": {128: 0.9691576570785311, 256: 0.9655162001068844,
+                                        512: 1.0440890002830863, 1024: 1.1333492156383425,
+                                        2048: 1.1409784764893438, 4096: 2.3043928215624705,
+                                        8192: 7.894285981654935, 16384: 31.74388522870358,
+                                        24576: 69.13806393385168},
+    "GPU B (not named in the thread)": {128: 0.6435953703453665, 256: 0.9463080602107735,
+                                        512: 0.4413361923750669, 1024: 1.5441994530390386,
+                                        2048: 3.5002745561894955, 4096: 15.720719325990684,
+                                        6144: 34.979133409494324},
+    "GPU B with CUDA graphs (make_graphed_callables)": {128: 0.8964585760691058, 256: 1.056850138382113,
+                                                        512: 1.7432108905596932, 1024: 3.1071983489860946,
+                                                        2048: 8.761643700438167, 4096: 32.27259183628145,
+                                                        6144: 68.84583575358431},
+}
+THREAD_SHAPE = {"width": 160, "batch": 32768, "layers": 4}  # width: the question; batch: the fixing reply; depth ours
+
+def _measure(fn, *args, label: str, min_run_time: float, max_time: float = 1.0) -> timing.Timing:
+    """timing.measure with an upper bound on the whole measurement (a demo never runs away)."""
+    return timing.measure(fn, *args, label=label, min_run_time=min_run_time, max_time=max_time)
+
+
+# --- the variants: fn(x, W, w, b) -> out, one layer after another ---------------------------------
+
+
+def linear(x, W, w, b):
+    """nn.Linear per layer: one GEMM with the bias (addmm), 2·batch·width² FLOPs each."""
+    for l in range(W.shape[0]):
+        x = F.linear(x, W[l], b[l])
+    return x
+
+
+def pseudo_linear(x, W, w, b):
+    """The thread's PseudoLinear, fixed: two elementwise ops per layer (mul, then add)."""
+    for l in range(w.shape[0]):
+        x = x * w[l] + b[l]
+    return x
+
+
+def addcmul(x, W, w, b):
+    """The same maths in one op per layer: torch.addcmul(b, x, w) = b + x * w."""
+    for l in range(w.shape[0]):
+        x = torch.addcmul(b[l], x, w[l])
+    return x
+
+
+def mul_add_inplace(x, W, w, b):
+    """Two ops per layer, one new tensor: the add writes into the product (autograd allows it,
+    because mul's backward needs x and w, not its own output)."""
+    for l in range(w.shape[0]):
+        x = (x * w[l]).add_(b[l])
+    return x
+
+
+# --- inputs, a training step, memory ---------------------------------------------------------------
+
+
+def make_inputs(p: dict, device, dtype):
+    """x ~ N(0, 1); w in [0.5, 1.5) so a deep stack neither explodes nor vanishes; W = diag(w)."""
+    B, N, L = p["batch"], p["width"], p["layers"]
+    x = torch.randn(B, N, device=device, dtype=dtype)
+    w = 0.5 + torch.rand(L, N, device=device, dtype=dtype)
+    b = 0.1 * torch.randn(L, N, device=device, dtype=dtype)
+    W = torch.diag_embed(w)
+    return x, W, w, b
+
+
+def make_train_inputs(p: dict, device, dtype):
+    """The same, every parameter and x requiring grad, and an upstream gradient g."""
+    x, W, w, b = (t.requires_grad_() for t in make_inputs(p, device, dtype))
+    g = torch.randn(p["batch"], p["width"], device=device, dtype=dtype)
+    return x, W, w, b, g
+
+
+def train_step(fn, x, W, w, b, g):
+    """Forward and backward from g. Returns the output and the gradients of x, the weight and b.
+
+    The weight's gradient is the diagonal of dW for Linear (dW = g^T x restricted to diag(w)) and
+    dw for the others, so all variants are compared on the same numbers. `autograd.grad` returns
+    gradients instead of accumulating them, so repeated timed steps add nothing.
+    """
+    out = fn(x, W, w, b)
+    gx, gW, gw, gb = torch.autograd.grad(out, (x, W, w, b), g, allow_unused=True)
+    weight = gW.diagonal(dim1=-2, dim2=-1) if gW is not None else gw
+    return out, gx, weight, gb
+
+
+def peak_bytes(p: dict, dtype) -> int:
+    """Forward peak, inputs included: x, a few activations, W (width² per layer) and the vectors."""
+    e = torch.empty(0, dtype=dtype).element_size()
+    B, N, L = p["batch"], p["width"], p["layers"]
+    return e * (4 * B * N + L * N * N + 2 * L * N)
+
+
+def train_peak_bytes(p: dict, dtype) -> int:
+    """Training-step peak: every layer's activations saved (two per layer), W and dW, the gradients."""
+    e = torch.empty(0, dtype=dtype).element_size()
+    B, N, L = p["batch"], p["width"], p["layers"]
+    return e * ((2 * L + 6) * B * N + 2 * L * N * N + 6 * L * N)
+
+
+# --- compile as a variant (Variant.prepare: compiled outside the clock, its cost reported) ---------
+
+
+def _prepare_compiled(fn, *inputs):
+    """Compile `fn` for these inputs (forward, or forward + backward when g is passed) and make the
+    first, cold call here, outside the clock. Refuses with a sentence when it cannot compile."""
+    step = train_step if len(inputs) == 5 else None
+    compiling.reset()  # a fresh compile per shape, not Dynamo's recompile limit
+    c = compiling.compile_cold(fn, *inputs, step=step)
+    if not c.ok:
+        raise ValueError(c.problem)
+    c.fn._lesson04_cold_s = c.cold_s
+    return c.fn
+
+
+def _regime_metrics(fn, *inputs) -> dict[str, float]:
+    """The three roofline bounds of one call, in µs: the largest names the regime (see `regimes`)."""
+    dev = inputs[0].device
+    original = getattr(fn, "_torchdynamo_orig_callable", None)
+    if original is not None and len(inputs) == 4:
+        work = _fused_work(*inputs)  # a compiled forward: what one fused kernel must do
+    else:
+        work = roofline.Work.of(_as_call(original or fn, inputs), *on_meta(*inputs))
+    terms = regime_terms(work, peaks(dev, inputs[0].dtype))
+    return {f"{k} bound (µs)": v * 1e6 for k, v in terms.items()}
+
+
+def _fused_work(x, W, w, b) -> roofline.Work:
+    """PseudoLinear's forward as one fused kernel: read x, w and b once, write the output once."""
+    moved = (2 * x.numel() + w.numel() + b.numel()) * x.element_size()
+    return roofline.Work(flops=0, bytes=moved, launches=1)
+
+
+def _as_call(fn, inputs):
+    return (lambda *a: train_step(fn, *a)) if len(inputs) == 5 else fn
+
+
+PARAMS = [
+    Param("width", "width (features)", cpu=160, gpu=160, lo=1, hi=32768),
+    Param("batch", "batch (rows)", cpu=256, gpu=32768, lo=1, hi=1 << 20),
+    Param("layers", "layers", cpu=4, gpu=4, lo=1, hi=64),
+]
+ODD_SHAPES = [
+    {"width": 33, "batch": 5, "layers": 3},
+    {"width": 1, "batch": 1, "layers": 1},
+    {"width": 7, "batch": 17, "layers": 2},
+]
+EAGER_VARIANTS = [
+    Variant("Linear", linear, "F.linear per layer (nn.Linear), W = diag(w)"),
+    Variant("PseudoLinear", pseudo_linear, "x * w + b: two ops per layer"),
+    Variant("addcmul", addcmul, "one op per layer"),
+]
+
+
+LESSON = Lesson(
+    key="04_launch_overhead",
+    title="Linear vs PseudoLinear: overhead, memory, compute",
+    params=PARAMS,
+    variants=EAGER_VARIANTS,
+    make_inputs=make_inputs,
+    peak_bytes=peak_bytes,
+    reduction=lambda p: p["layers"],  # elementwise: rounding grows with depth, not width
+    baseline="PseudoLinear",
+    compare=("Linear", "PseudoLinear"),
+    odd_shapes=ODD_SHAPES,
+)
+
+TRAIN_LESSON = dataclasses.replace(
+    LESSON, key="04_launch_overhead_train", title="Linear vs PseudoLinear, training step",
+    make_inputs=make_train_inputs, peak_bytes=train_peak_bytes, step=train_step,
+    # dW sums over the batch
+    reduction=lambda p: max(p["layers"], p["batch"]),
+    variants=[*EAGER_VARIANTS, Variant("mul + add_", mul_add_inplace, "in place where autograd allows")])
+
+
+def with_compiled(lesson: Lesson) -> Lesson:
+    """The lesson plus a torch.compile'd PseudoLinear (compiled outside the clock, via prepare)."""
+    v = Variant("compiled", pseudo_linear, "torch.compile(PseudoLinear): one fused kernel",
+                prepare=_prepare_compiled)
+    return dataclasses.replace(lesson, variants=[*lesson.variants, v])
+
+
+def explorer(device=None, compiled: bool | None = None, training: bool = False) -> Explorer:
+    """The toolkit's explorer on this lesson; metrics show each variant's three roofline bounds.
+
+    compiled: add a torch.compile'd variant (default: on a GPU only; a compile on a CPU takes
+        seconds per shape, the first one much longer).
+    """
+    dev = _device.pick(device)
+    lesson = TRAIN_LESSON if training else LESSON
+    lesson = dataclasses.replace(lesson, metrics=_regime_metrics)
+    if compiled is None:
+        compiled = dev.type == "cuda" and compiling.problem(dev) is None
+    if compiled:
+        lesson = with_compiled(lesson)
+    return Explorer(lesson, dev)
+
+
+# --- the thread's benchmark, reconstructed from the reply that lists its three mistakes -------------
+
+
+class PostedPseudoLinear(nn.Module):
+    """PseudoLinear as the reply quotes it, with the stray `+ x`."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(width))
+        self.bias = nn.Parameter(torch.zeros(width))
+
+    def forward(self, x):
+        return x * self.weight + self.bias + x  # mistake 2: `+ x`, an extra pass over memory
+
+
+def posted_model(kind: str, width: int, layers: int, device=None) -> nn.Module:
+    """`layers` × (layer, ReLU): mistake 3, a ReLU in both arms adds the same cost to each."""
+    make = {"Linear": lambda: nn.Linear(width, width), "PseudoLinear": lambda: PostedPseudoLinear(width)}[kind]
+    return nn.Sequential(*[m for _ in range(layers) for m in (make(), nn.ReLU())]).to(device)
+
+
+def posted_step(model: nn.Module, batch: int, width: int):
+    """One timed iteration as described: mistake 1, the random input is made inside the timing."""
+    x = torch.randn(batch, width, device=next(model.parameters()).device)
+    model(x).sum().backward()
+
+
+def fixed_model(kind: str, width: int, layers: int, device=None) -> nn.Module:
+    """No `+ x`, no ReLU: only the layers being compared."""
+    class Pseudo(PostedPseudoLinear):
+        def forward(self, x):
+            return x * self.weight + self.bias
+
+    make = {"Linear": lambda: nn.Linear(width, width), "PseudoLinear": lambda: Pseudo(width)}[kind]
+    return nn.Sequential(*[make() for _ in range(layers)]).to(device)
+
+
+def fixed_step(model: nn.Module, x, g):
+    """The input made once, outside the timing; forward and backward from a fixed gradient."""
+    model(x).backward(g)
+
+
+def _module_ops(fn, *args) -> list[str]:
+    return [op.name for op in trace_ops(fn, *args).compute_ops if not op.name.startswith("_record_function")]
+
+
+def mistakes_table(width: int = 160, batch: int = 256, layers: int = 4) -> str:
+    """Ops that launch work in one training iteration, posted vs fixed (traced on meta: nothing runs)."""
+    rows = [("benchmark", "model", "ops", "random", "relu + its backward", "add", "mul")]
+    for label, build, step in (("posted", posted_model, "posted"), ("fixed", fixed_model, "fixed")):
+        for kind in ("Linear", "PseudoLinear"):
+            model = build(kind, width, layers, "meta")
+            if step == "posted":
+                ops = _module_ops(posted_step, model, batch, width)
+            else:
+                x = torch.empty(batch, width, device="meta")
+                ops = _module_ops(fixed_step, model, x, torch.empty(batch, width, device="meta"))
+            rows.append((label, kind, str(len(ops)), str(sum(o in ("randn", "normal_", "rand", "uniform_") for o in ops)),
+                         str(sum(o.startswith("relu") or o.startswith("threshold") for o in ops)),
+                         str(ops.count("add")), str(ops.count("mul"))))
+    return text_table(rows, numbers=True)
+
+
+def reproduce(device=None, width: int | None = None, batch: int | None = None, layers: int = 4,
+              min_run_time: float = 0.1) -> dict[str, timing.Timing]:
+    """The posted benchmark and the fixed one, both timed with the course harness (training steps)."""
+    dev = _device.pick(device)
+    p = LESSON.check({"width": width or LESSON.param("width").default(dev),
+                      "batch": batch or LESSON.param("batch").default(dev), "layers": layers}, dev, torch.float32)
+    _device.check_fits(train_peak_bytes(p, torch.float32), dev, "the benchmark")
+    W, B, L = p["width"], p["batch"], p["layers"]
+    out = {}
+    torch.manual_seed(0)
+    with _device.oom_guard(dev, "the benchmark"):
+        for kind in ("Linear", "PseudoLinear"):
+            m = posted_model(kind, W, L, dev)
+            out[f"posted {kind}"] = _measure(posted_step, m, B, W, label=f"posted {kind}", min_run_time=min_run_time)
+        x, g = torch.randn(B, W, device=dev), torch.randn(B, W, device=dev)
+        for kind in ("Linear", "PseudoLinear"):
+            m = fixed_model(kind, W, L, dev)
+            out[f"fixed {kind}"] = _measure(fixed_step, m, x, g, label=f"fixed {kind}", min_run_time=min_run_time)
+    return out
+
+
+def thread_runs_table() -> str:
+    rows = [("width", "iterations", "Linear (s)", "PseudoLinear (s)", "speed-up")]
+    for width, its, real, fake in THREAD_RUNS:
+        rows.append((str(width), str(its), f"{real:.1f}", f"{fake:.1f}", f"{real / fake:.2f}×"))
+    return text_table(rows, numbers=True)
+
+
+def reproduce_summary(t: dict[str, timing.Timing]) -> str:
+    """What the reproduction shows on this machine, in words that follow the numbers."""
+    posted = t["posted Linear"].median / t["posted PseudoLinear"].median
+    fixed = t["fixed Linear"].median / t["fixed PseudoLinear"].median
+    lines = [f"posted benchmark: PseudoLinear is {posted:.2f}× as fast as Linear",
+             f"fixed benchmark:  PseudoLinear is {fixed:.2f}× as fast as Linear"]
+    noisy = [name for name, tm in t.items() if getattr(tm, "noisy", tm.spread > 0.25)]
+    if noisy:
+        lines.append(f"⚠ {len(noisy)} of these timings are noisy (see the flags): rerun before drawing conclusions.")
+    if fixed > posted * 1.1:
+        lines.append("Removing the mistakes widened the gap: the random input and the ReLUs cost both arms the "
+                     "same, and `+ x` cost PseudoLinear an extra pass over memory.")
+    elif fixed < posted / 1.1:
+        lines.append("Removing the mistakes narrowed the gap here.")
+    else:
+        lines.append("Removing the mistakes changed the ratio by less than 10% here.")
+    return "\n".join(lines)
+
+
+# --- per-op overhead, measured here ---------------------------------------------------------------
+
+
+def overhead_timings(device=None, min_run_time: float = 0.1) -> list[timing.Timing]:
+    """What one tiny op costs here, where the work is nothing and only the overhead remains."""
+    dev = _device.pick(device)
+    one = torch.zeros(1, device=dev)
+    row = torch.zeros(1, 1, device=dev)
+    lin = nn.Linear(1, 1).to(dev)
+
+    def add_no_grad(a):
+        with torch.no_grad():
+            return a + a
+
+    def forward_backward(m, x):
+        m(x).sum().backward()
+
+    xg = torch.zeros(1, 1, device=dev, requires_grad=True)
+    cases = [
+        ("1-element add", torch.add, (one, one)),
+        ("1-element add under no_grad()", add_no_grad, (one,)),
+        ("F.linear, 1×1", F.linear, (row, lin.weight.detach(), lin.bias.detach())),
+        ("nn.Linear(1, 1) module call", lin, (row,)),
+        ("nn.Linear(1, 1) forward + backward", forward_backward, (lin, xg)),
+    ]
+    return [_measure(fn, *args, label=label, min_run_time=min_run_time) for label, fn, args in cases]
+
+
+def overhead_summary(ts: list[timing.Timing]) -> str:
+    """The overhead facts, as measured by `overhead_timings` (in its order)."""
+    add, add_ng, lin_fn, lin_mod, fwd_bwd = (t.median for t in ts)
+    ng = "adds" if add_ng > add else "saves"
+    return (f"A 1-element add costs {fmt_time(add)}: that is the per-op overhead, with no work to do.\n"
+            f"Wrapping it in `with torch.no_grad():` {ng} {fmt_time(abs(add_ng - add))} per call (entering and "
+            "leaving the context is not free).\n"
+            f"nn.Linear as a module costs {lin_mod / lin_fn:.1f}× F.linear on the same 1×1 input (Python "
+            f"module machinery), and a tiny forward + backward {fmt_time(fwd_bwd)}, {fwd_bwd / add:.0f} adds' worth.")
+
+
+def peaks(device=None, dtype=torch.float32) -> roofline.Peaks:
+    """The device's measured peaks; their launch cost is the measured per-op overhead, on a CPU too."""
+    return roofline.measure_peaks(_device.pick(device), dtype)
+
+
+def regime_terms(work: roofline.Work, peaks_: roofline.Peaks) -> dict[str, float]:
+    """The three lower bounds, in seconds; the largest is the floor, named by `peaks_.regime(work)`."""
+    return peaks_.terms(work)
+
+
+def _bytes(t) -> int:
+    """Bytes the ops of a trace read and write (as dispatched)."""
+    return t.accessed_bytes
+
+
+def regime_table(params: dict, device=None, dtype=torch.float32, run=None, training: bool = False) -> str:
+    """Per variant: launches, FLOPs, bytes, the three bounds, the regime, and (with a run) time / floor."""
+    lesson = TRAIN_LESSON if training else LESSON
+    pk = peaks(device, dtype)
+    rows = [("variant", "launches", "MFLOP", "MiB moved", "compute", "memory", "overhead", "regime",
+             *(("measured", "× floor") if run else ()))]
+    below = False
+    for name, w in lesson.work(params, dtype).items():
+        t = regime_terms(w, pk)
+        row = [name, str(w.launches), f"{w.flops / 1e6:.1f}", f"{w.bytes / 2**20:.2f}",
+               *(fmt_time(v) for v in t.values()), pk.regime(w)]
+        if run:
+            med = run.timings[name].median if name in run.timings else float("nan")
+            row += [fmt_time(med), f"{med / pk.floor(w):.1f}"]
+            below = below or med < pk.floor(w)
+        rows.append(tuple(row))
+    note = ("\nA ratio below 1: the bandwidth in the floor is measured on buffers larger than the cache (data "
+            "that stays in cache moves faster), or a peak came out low on a busy machine." if below else "")
+    return text_table(rows, numbers=True) + note
+
+
+def regimes(params: dict, device=None, dtype=torch.float32, training: bool = False) -> dict[str, str]:
+    """{variant: "compute" | "memory" | "overhead"} at `params` on this device (toolkit classifier)."""
+    lesson = TRAIN_LESSON if training else LESSON
+    pk = peaks(device, dtype)
+    return {n: pk.regime(w) for n, w in lesson.work(params, dtype).items()}
+
+
+# --- figures ---------------------------------------------------------------------------------------
+
+
+def sweep_figure(sweep, peaks_: roofline.Peaks, title: str = "", per_row: bool = False):
+    """TOOLKIT CANDIDATE (plots.sweep with floors): measured medians on log-log axes, each variant's
+    roofline floor as a dashed line of the same colour. per_row: divide by the batch (time per row)."""
+    import matplotlib.pyplot as plt
+
+    from . import plots
+
+    div = [r.params["batch"] if per_row else 1 for r in sweep.runs]
+    meds = {n: [m / d for m, d in zip(ms, div)] for n, ms in sweep.medians().items()}
+    floors = {n: [peaks_.floor(r.work[n]) / d for r, d in zip(sweep.runs, div)] for n in meds}
+    unit, scale = plots.time_unit([v for series in (*meds.values(), *floors.values()) for v in series])
+    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    for name, ys in meds.items():
+        (line,) = ax.plot(sweep.values, [y / scale for y in ys], marker="o", ms=3, label=f"{name} (measured)")
+        ax.plot(sweep.values, [f / scale for f in floors[name]], ls="--", lw=1, color=line.get_color(),
+                label=f"{name} floor")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.set_yscale("log")
+    ax.set_xlabel(LESSON.param(sweep.param).label)
+    ax.set_ylabel(f"time per {'row' if per_row else 'call'} ({unit}, log)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def sweep_summary(sweep, peaks_: roofline.Peaks) -> str:
+    """Linear's time over PseudoLinear's at each width, what the roofline predicts for that ratio, and
+    how the measurements sit on their floors."""
+    meds = sweep.medians()
+    lines = ["width  measured Linear / PseudoLinear  roofline predicts  regimes (Linear, PseudoLinear)"]
+    for v, run, a, b in zip(sweep.values, sweep.runs, meds["Linear"], meds["PseudoLinear"]):
+        lin, pseudo = run.work["Linear"], run.work["PseudoLinear"]
+        lines.append(f"{v:5}  {a / b:30.2f}×  {peaks_.floor(lin) / peaks_.floor(pseudo):16.2f}×  "
+                     f"{peaks_.regime(lin)}, {peaks_.regime(pseudo)}")
+    lines.append(f"This device does {peaks_.flops / peaks_.bandwidth:.1f} FLOPs in the time it moves one byte; "
+                 "the more it does, the wider Linear can be before its FLOPs cost more than PseudoLinear's bytes.")
+    below = [(n, v) for n in meds for v, run, m in zip(sweep.values, sweep.runs, meds[n])
+             if m < peaks_.floor(run.work[n])]
+    if below:
+        lines.append(f"{len(below)} point(s) ran below their floor: the bandwidth in the floor is measured on "
+                     "buffers larger than the cache (data that stays in cache moves faster), or a peak came out "
+                     "low on a busy machine.")
+    noisy = sum(getattr(t, "noisy", t.spread > 0.25) for r in sweep.runs for t in r.timings.values())
+    if noisy:
+        lines.append(f"⚠ {noisy} of these timings are noisy (spread over a quarter of the median): rerun the cell.")
+    return "\n".join(lines)
+
+
+def reported_figure():
+    """The thread's reported speed-ups against width (reported figures, GPUs not named)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
+    for label, table in THREAD_TABLES.items():
+        ax.plot(list(table), list(table.values()), marker="o", ms=3, label=label)
+    ax.axhline(1, color="gray", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.set_yscale("log")
+    ax.set_xlabel("width (features)")
+    ax.set_ylabel("PseudoLinear speed-up over Linear (×, log)")
+    ax.set_title("Reported in the forum thread (seed 003): not measured by this course")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def reported_table() -> str:
+    widths = sorted({w for t in THREAD_TABLES.values() for w in t})
+    rows = [("width", *THREAD_TABLES)]
+    rows += [(str(w), *(f"{t[w]:.2f}×" if w in t else "-" for t in THREAD_TABLES.values())) for w in widths]
+    return text_table(rows, numbers=True)
+
+
+def gpu_launch_latency(device="cuda", n: int = 200) -> dict[str, float] | None:
+    """On a GPU: the host's cost of issuing a tiny op (harness, back to back) and the GPU time one
+    tiny op spans between CUDA events. None without a GPU."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not _device.has_cuda():
+        return None
+    one = torch.zeros(1, device=dev)
+    issue = timing.measure(torch.add, one, one, label="issue", min_run_time=0.2).median
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    spans = []
+    for _ in range(n):
+        torch.cuda.synchronize(dev)
+        start.record()
+        torch.add(one, one)
+        end.record()
+        end.synchronize()
+        spans.append(start.elapsed_time(end) / 1e3)
+    spans.sort()
+    return {"issue (host, s per op)": issue, "event span of one op (GPU, s)": spans[len(spans) // 2]}
+
+
+def work_comparison(params: dict = THREAD_SHAPE) -> str:
+    """Linear against PseudoLinear at `params`: FLOPs and bytes from their traces, in words that follow them."""
+    w = LESSON.work(params)
+    lin, pseudo = w["Linear"], w["PseudoLinear"]
+    ratio = pseudo.bytes / lin.bytes
+    more = "more bytes than" if ratio > 1.05 else "fewer bytes than" if ratio < 0.95 else "about as many bytes as"
+    return (f"Linear: {lin.flops / 1e9:.2f} GFLOP and {lin.bytes / 2**20:.1f} MiB; PseudoLinear: "
+            f"{pseudo.flops / 1e9:.2f} GFLOP (the trace counts matmul FLOPs) and {pseudo.bytes / 2**20:.1f} MiB.\n"
+            f"PseudoLinear reads and writes {more} Linear ({ratio:.2f}×), though Linear does all the FLOPs.")
+
+
+# --- the Strassen claim: which GEMM ran ------------------------------------------------------------
+
+
+def gemm_evidence(params: dict = THREAD_SHAPE) -> str:
+    """Linear's GEMMs from its trace (on meta): the aten op, its shape and its FLOPs."""
+    t = LESSON.traces({**params, "layers": 1})["Linear"]
+    lines = []
+    for op in t.gemms:
+        b, m, n, k = op.gemm
+        lines.append(f"{op.name}: ({m} × {k}) @ ({k} × {n}), {op.flops:,} FLOPs = 2·batch·width², "
+                     "the schoolbook count")
+    return "\n".join(lines) or "no GEMM in the trace"
+
+
+def gpu_kernels(params: dict, device="cuda") -> dict[str, list[str]] | None:
+    """The kernels one forward of each variant launches (profiler), or None without a GPU."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not _device.has_cuda():
+        return None
+    from .trace import kernels
+
+    full = LESSON.check({**params, "layers": 1}, dev, torch.float32)
+    inputs = make_inputs(full, dev, torch.float32)
+    return {v.name: kernels(v.fn, *inputs) for v in LESSON.variants}
+
+
+def achieved_rate(run, name: str = "Linear") -> float:
+    """FLOP/s a variant achieved in a run, counting the schoolbook FLOPs of its trace."""
+    return run.work[name].flops / run.timings[name].median
+
+
+def rate_summary(run, peaks_: roofline.Peaks) -> str:
+    """Linear's achieved FLOP rate against the measured peak, and what that says about the algorithm."""
+    rate = achieved_rate(run)
+    line = (f"Linear at {_shape(run.params)}: {rate / 1e9:,.0f} GFLOP/s counted as 2·batch·width² FLOPs a layer; "
+            f"the measured peak of a large mm is {peaks_.flops / 1e9:,.0f} GFLOP/s ({rate / peaks_.flops:.0%} of it).")
+    if rate <= 1.1 * peaks_.flops:
+        return line + "\nNo sign of fewer multiplications: the schoolbook count runs at or below the GEMM peak."
+    return line + ("\nAbove the peak: either the peak measurement came out low (a busy machine; rerun) or the "
+                   "library does fewer multiplications here.")
+
+
+# --- fewer ops by hand, and many small tensors ----------------------------------------------------
+
+
+def by_hand_table(params: dict, training: bool = False) -> str:
+    """Launches, new memory and bytes moved of the eager rewrites (traced on meta: device-independent)."""
+    lesson = TRAIN_LESSON if training else dataclasses.replace(
+        LESSON, variants=[*EAGER_VARIANTS, Variant("mul + add_", mul_add_inplace)])
+    rows = [("variant", "launches", "new memory", "bytes moved")]
+    for name, t in lesson.traces(params).items():
+        if name == "Linear":
+            continue
+        rows.append((name, str(len(t.compute_ops)), _device.fmt_bytes(t.alloc_bytes), _device.fmt_bytes(_bytes(t))))
+    return text_table(rows, numbers=True)
+
+
+def inplace_on_a_leaf() -> str:
+    """What autograd says to an in-place op on a tensor it needs: the limit on 'in place'."""
+    x = torch.randn(3, requires_grad=True)
+    try:
+        x.mul_(2.0)
+    except RuntimeError as err:
+        return f"x.mul_(2.0) on a leaf that requires grad: RuntimeError, {str(err).splitlines()[0]}"
+    return "x.mul_(2.0) was allowed (this torch does not refuse in-place ops on leaves)"
+
+
+def optimizer_ops(n_tensors: int = 64, size: int = 1000) -> dict[str, list[str]]:
+    """Ops one SGD step dispatches over `n_tensors` parameters: a loop (foreach=False) vs foreach."""
+    params = [torch.zeros(size, device="meta", requires_grad=True) for _ in range(n_tensors)]
+    for p in params:
+        p.grad = torch.zeros(size, device="meta")
+    out = {}
+    for foreach in (False, True):
+        opt = torch.optim.SGD(params, lr=0.1, foreach=foreach)
+        out["foreach" if foreach else "for loop"] = _module_ops(opt.step)
+    return out
+
+
+def optimizer_timings(device=None, n_tensors: int = 64, size: int = 1000, min_run_time: float = 0.1):
+    dev = _device.pick(device)
+    params = [torch.zeros(size, device=dev, requires_grad=True) for _ in range(n_tensors)]
+    for p in params:
+        p.grad = torch.ones(size, device=dev)
+    out = []
+    for foreach in (False, True):
+        opt = torch.optim.SGD(params, lr=1e-6, foreach=foreach)
+        out.append(_measure(opt.step, label=f"SGD step, foreach={foreach}", min_run_time=min_run_time))
+    return out
+
+
+# --- compile: graphs recorded (no code generation), and one real compile -------------------------
+
+
+def fused_graphs(params: dict, training: bool = False) -> compiling.Captured:
+    """PseudoLinear through Dynamo and AOTAutograd with a recording backend: the graphs Inductor gets."""
+    full = LESSON.check(params, torch.device("cpu"), torch.float32)
+    inputs = (make_train_inputs if training else make_inputs)(full, torch.device("cpu"), torch.float32)
+    return compiling.record_graphs(pseudo_linear, *inputs[:4], aten=True, backward=training)
+
+
+@dataclasses.dataclass
+class CompiledRun:
+    """One cold Inductor compile of PseudoLinear's forward, checked and timed against eager."""
+
+    compiled: compiling.Compiled
+    params: dict
+    correct: str = ""
+    eager: timing.Timing | None = None
+    fused: timing.Timing | None = None
+    small: tuple[timing.Timing, timing.Timing] | None = None  # (eager, compiled) at a small shape
+
+    def kernel_line(self) -> str:
+        if not self.compiled.code:
+            return "Inductor's generated code was not captured here."
+        k = compiling.kernels(self.compiled.code)
+        lib = f" and {len(k['library'])} library call(s)" if k["library"] else ""
+        return f"Inductor generated {len(k['generated'])} kernel(s){lib}: {', '.join(k['generated'])}"
+
+    def __str__(self) -> str:
+        if not self.compiled.ok:
+            return str(self.compiled)
+        lines = [str(self.compiled), self.correct]
+        if self.eager and self.fused:
+            lines.append(f"at {_shape(self.params)}: eager {fmt_time(self.eager.median)}, compiled "
+                         f"{fmt_time(self.fused.median)} ({self.eager.median / self.fused.median:.1f}× faster)")
+        if self.small:
+            e, c = self.small
+            lines.append(f"at a small shape: eager {fmt_time(e.median)}, compiled {fmt_time(c.median)} "
+                         f"({e.median / c.median:.2f}×)")
+            if c.median >= e.median:
+                lines.append("At the small shape the compiled function's own overhead (guards, its wrapper) "
+                             "ate the gain.")
+        return "\n".join(lines)
+
+
+def compile_and_compare(params: dict, device=None, small: dict | None = None,
+                        min_run_time: float = 0.2) -> CompiledRun:
+    """Compile PseudoLinear's forward once (dynamic shapes, so the odd and small shapes reuse it),
+    report the cold compile, check it against float64 and time the steady state against eager."""
+    dev = _device.pick(device)
+    full = LESSON.check(params, dev, torch.float32)
+    inputs = make_inputs(full, dev, torch.float32)
+    c = compiling.compile_cold(pseudo_linear, *inputs, dynamic=True, capture_code=True)
+    out = CompiledRun(c, full)
+    if not c.ok:
+        return out
+    try:
+        odd = [{"width": 33, "batch": 5, "layers": full["layers"]}, {"width": 7, "batch": 17, "layers": full["layers"]}]
+        check = dataclasses.replace(LESSON, variants=[LESSON.variant("PseudoLinear"), Variant("compiled", c.fn)])
+        rows = check.check_correct([full, *odd], dev, seed=0)
+        out.correct = check.correctness_report(rows)
+        out.eager = _measure(pseudo_linear, *inputs, label="eager", min_run_time=min_run_time)
+        out.fused = _measure(c.fn, *inputs, label="compiled", min_run_time=min_run_time)
+        if small:
+            s = make_inputs(LESSON.check(small, dev, torch.float32), dev, torch.float32)
+            out.small = (_measure(pseudo_linear, *s, label="eager", min_run_time=min_run_time),
+                         _measure(c.fn, *s, label="compiled", min_run_time=min_run_time))
+    except Exception as err:  # a recompile that fails at another shape: say so, keep the cold time
+        c.problem = f"the compiled function failed after compiling ({type(err).__name__}: {err})"
+    return out
+
+
+def compiled_training_check(params: dict, device=None) -> str:
+    """A compiled training step (forward and backward) against float64 at `params` and an odd shape.
+
+    On a GPU with Inductor. On a CPU (where a notebook affords one cold Inductor compile) with
+    Inductor's decompositions and partitioner but no code generation (`default_backend`): that checks
+    the captured forward and backward graphs, not the generated code.
+    """
+    dev = _device.pick(device)
+    backend = compiling.default_backend(dev)
+    full = TRAIN_LESSON.check(params, dev, torch.float32)
+    inputs = make_train_inputs(full, dev, torch.float32)
+    c = compiling.compile_cold(pseudo_linear, *inputs[:4], backend=backend, dynamic=True, step=_train_call(inputs))
+    if not c.ok:
+        return str(c)
+    try:
+        check = dataclasses.replace(TRAIN_LESSON, variants=[TRAIN_LESSON.variant("PseudoLinear"),
+                                                            Variant("compiled", c.fn)])
+        odd = {"width": 33, "batch": 5, "layers": full["layers"]}
+        report = check.correctness_report(check.check_correct([full, odd], dev, seed=0))
+    except Exception as err:  # a failure after compiling: say so
+        return f"the compiled training step failed ({type(err).__name__}: {_device_first_line(err)})"
+    return f"backend {backend!r}, training step (output, dx, dw, db): {report}"
+
+
+def _train_call(inputs):
+    g = inputs[4]
+
+    def step(compiled, x, W, w, b):
+        return train_step(compiled, x, W, w, b, g)
+
+    return step
+
+
+def batch_summary(sweep, peaks_: roofline.Peaks) -> str:
+    """Time per row at the ends of a batch sweep, and the points well above their floor (with their spread)."""
+    meds = sweep.medians()
+    lines = []
+    for name, ms in meds.items():
+        first, last = ms[0] / sweep.values[0], ms[-1] / sweep.values[-1]
+        lines.append(f"{name}: {fmt_time(first)} per row at batch {sweep.values[0]}, {fmt_time(last)} at batch "
+                     f"{sweep.values[-1]} ({first / last:.0f}× less)")
+    high = [(n, r.params["batch"], r.timings[n]) for r in sweep.runs for n in r.timings
+            if r.timings[n].median > 2 * peaks_.floor(r.work[n]) and peaks_.regime(r.work[n]) != "overhead"]
+    for n, batch, t in high:
+        lines.append(f"{n} at batch {batch}: {t.median / peaks_.floor(sweep.runs[sweep.values.index(batch)].work[n]):.1f}× "
+                     f"its memory floor (spread {t.spread:.0%} of the median)")
+    if high:
+        lines.append("Time above a memory floor is work the roofline does not count: allocating the temporaries, "
+                     "or other programs on a busy machine (a wide spread says so). Rerun the cell to tell them apart.")
+    return "\n".join(lines)
+
+
+def _shape(p: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in p.items())
+
+
+# --- recorded results --------------------------------------------------------------------------------
+
+WIDTHS_GPU = [128, 256, 512, 1024, 2048, 4096, 8192]
+WIDTHS_CPU = [16, 32, 64, 128, 256, 512]
+BATCHES_GPU = [256, 1024, 4096, 16384, 65536, 262144]
+BATCHES_CPU = [16, 64, 256, 1024, 4096, 16384, 65536]
+REGIME_SHAPES = {  # three shapes where the regimes are not in doubt on most machines
+    "cpu": [{"width": 16, "batch": 16, "layers": 4}, {"width": 256, "batch": 65536, "layers": 4},
+            {"width": 1024, "batch": 1024, "layers": 1}],
+    "cuda": [{"width": 16, "batch": 16, "layers": 4}, {"width": 4096, "batch": 32768, "layers": 4},
+             {"width": 8192, "batch": 32768, "layers": 1}],
+}
+MEMORY_BOUND = {"cpu": {"width": 256, "batch": 65536, "layers": 4}, "cuda": {"width": 4096, "batch": 32768, "layers": 4}}
+
+
+def record(device, quick: bool = False) -> dict:
+    """This lesson's recorded results: per-op overhead, the regime of every variant at three shapes,
+    a headline run at the default shape, width and batch sweeps, and (not quick) the compiled bar."""
+    dev = torch.device(device)
+    t = 0.05 if quick else 0.3
+    pk = peaks(dev)
+    kind = "cuda" if dev.type == "cuda" else "cpu"
+    out = {"overhead": {tm.label: {"median": tm.median, "iqr": tm.iqr}
+                        for tm in overhead_timings(dev, min_run_time=t)}}
+    shapes = REGIME_SHAPES[kind][:1] if quick else REGIME_SHAPES[kind]
+    out["regimes"] = []
+    for shape in shapes:
+        run = LESSON.run(shape, dev, min_run_time=t)
+        out["regimes"].append(results.run_to_dict(run, pk))
+    head = LESSON.run(LESSON.defaults(dev), dev, min_run_time=t)
+    out["headline"] = results.run_to_dict(head, pk)
+    widths = WIDTHS_GPU if kind == "cuda" else WIDTHS_CPU
+    batches = BATCHES_GPU if kind == "cuda" else BATCHES_CPU
+    if quick:
+        widths, batches = widths[:2], batches[:2]
+    sw = LESSON.sweep("width", widths, None, dev, min_run_time=t / 2, progress=False)
+    sb = LESSON.sweep("batch", batches, {"width": 256}, dev, variants=["PseudoLinear", "addcmul"],
+                      min_run_time=t / 2, progress=False)
+    out["sweeps"] = {"width": results.sweep_to_dict(sw), "batch": results.sweep_to_dict(sb)}
+    if not quick:
+        cr = compile_and_compare(MEMORY_BOUND[kind], dev, min_run_time=t)
+        if cr.compiled.ok and cr.fused:
+            speedup = cr.eager.median / cr.fused.median
+            out["compiled"] = {"params": cr.params, "cold_s": cr.compiled.cold_s, "eager": cr.eager.median,
+                               "compiled": cr.fused.median, "speedup": speedup,
+                               "bar": ">= 2 (compiled vs eager PseudoLinear, forward, float32, memory-bound shape)",
+                               "ok": speedup >= 2}
+        else:
+            out["compiled"] = {"problem": cr.compiled.problem}
+    return out
+
+
+# --- exercise ------------------------------------------------------------------------------------
+# A scale + bias + activation block, as after a normalisation: y = relu(x * scale + bias), with
+# per-feature scale and bias. The starter launches three ops and allocates three tensors. Rewrite
+# it to launch at most two ops, allocating one output, with the same values and gradients.
+
+
+def exercise_starter(x, scale, bias):
+    y = x * scale
+    y = y + bias
+    return torch.relu(y)
+
+
+def exercise_reference(x, scale, bias):
+    return torch.relu(x.double() * scale.double() + bias.double())
+
+
+EXERCISE_SHAPES = [(64, 32), (5, 33), (1, 1), (17, 7)]  # (rows, features)
+EXERCISE_META_SHAPE = (4096, 1024)
+EXERCISE_TIME_LIMIT_S = 20.0
+
+
+def _exercise_inputs(rows: int, features: int, gen, device="cpu"):
+    x = torch.randn(rows, features, generator=gen).to(device)
+    scale = (0.5 + torch.rand(features, generator=gen)).to(device)
+    bias = (0.1 * torch.randn(features, generator=gen)).to(device)
+    return x, scale, bias
+
+
+def _run_reader(fn, v: Verdict) -> float | None:
+    """Forward and backward at every shape, against float64; returns the worst relative error,
+    or None after adding the failing line to the verdict."""
+    gen = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for rows, feats in EXERCISE_SHAPES:
+        x, scale, bias = _exercise_inputs(rows, feats, gen)
+        g = torch.randn(rows, feats, generator=gen)
+        # The reference comes from copies made before the reader's code can touch the inputs.
+        x64, s64, b64 = (t.detach().clone().double().requires_grad_() for t in (x, scale, bias))
+        ref = exercise_reference(x64, s64, b64)
+        ref_grads = torch.autograd.grad(ref, (x64, s64, b64), g.double())
+        leaves = [t.requires_grad_() for t in (x, scale, bias)]
+        out = fn(*leaves)
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, feats):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            v.check("returns a tensor of the input's shape", False, f"got {got}, expected {(rows, feats)}")
+            return None
+        if not out.requires_grad:
+            v.check("output is part of the autograd graph", False, "no gradient flows back: was .detach() or "
+                    "torch.no_grad() used?")
+            return None
+        grads = torch.autograd.grad(out, leaves, g, allow_unused=True)
+        for got, want in zip((out, *grads), (ref, *ref_grads)):
+            if got is None:
+                v.check("gradients reach x, scale and bias", False, "one of them got no gradient")
+                return None
+            scale_ = want.abs().max().clamp_min(1e-30)
+            err = ((got.detach().double() - want.detach()).abs().max() / scale_).item()
+            worst = max(worst, err if err == err else float("inf"))  # NaN fails
+    return worst
+
+
+def check_exercise(fn) -> Verdict:
+    """Grade the rewrite: values and gradients against float64 at odd shapes (NaN/inf fail), then,
+    from its op trace on meta (the same on every machine), at most two ops that launch work, one
+    new tensor, and fewer bytes moved than the starter; on a GPU only, a timing."""
+    v = Verdict(f"Exercise 04 ({getattr(fn, '__name__', 'your function')})")
+    try:
+        with grading.time_limit(EXERCISE_TIME_LIMIT_S):
+            worst = _run_reader(fn, v)
+    except grading.TimeLimit:
+        v.check("finishes", False, f"still running after {EXERCISE_TIME_LIMIT_S:.0f} s at tiny shapes")
+        return v
+    except Exception as err:  # the reader's code: report, don't raise
+        v.check("runs forward and backward", False, f"{type(err).__name__}: {_device_first_line(err)}")
+        return v
+    if worst is None:
+        return v
+    v.check(f"output and gradients match float64 at {len(EXERCISE_SHAPES)} shapes (odd ones included)",
+            worst < 1e-5, f"worst relative error {worst:.1e}" if worst >= 1e-5 else "")
+
+    rows, feats = EXERCISE_META_SHAPE
+    meta = (torch.empty(rows, feats, device="meta"), torch.empty(feats, device="meta"),
+            torch.empty(feats, device="meta"))
+    try:
+        mine, start = trace_ops(fn, *meta), trace_ops(exercise_starter, *meta)
+    except Exception as err:
+        v.check("traces on meta tensors", False, f"{type(err).__name__}: {_device_first_line(err)}")
+        return v
+    ops = [op.name for op in mine.compute_ops]
+    v.check("launches at most 2 ops (the starter: 3)", len(ops) <= 2, f"{len(ops)}: {', '.join(ops)}")
+    out_bytes = rows * feats * 4
+    v.check(f"allocates one output ({_device.fmt_bytes(out_bytes)}) at {rows} × {feats}",
+            mine.alloc_bytes <= out_bytes, f"{_device.fmt_bytes(mine.alloc_bytes)} allocated")
+    v.check("moves fewer bytes than the starter", _bytes(mine) < _bytes(start),
+            f"{_device.fmt_bytes(_bytes(mine))} vs {_device.fmt_bytes(_bytes(start))}")
+    if _device.has_cuda():
+        gen = torch.Generator().manual_seed(1)
+        xs = _exercise_inputs(16384, 1024, gen, "cuda")
+        slow = timing.measure(exercise_starter, *xs).median
+        fast = timing.measure(fn, *xs).median
+        v.on_gpu("at least 1.3× faster than the starter", slow / fast >= 1.3, f"{slow / fast:.2f}×")
+    else:
+        v.on_gpu("at least 1.3× faster than the starter", None)
+    return v
+
+
+def _device_first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [""])[0][:200]
+
+
+__all__ = ["LESSON", "TRAIN_LESSON", "THREAD_SHAPE", "THREAD_RUNS", "THREAD_TABLES", "linear", "pseudo_linear",
+           "addcmul", "mul_add_inplace", "make_inputs", "make_train_inputs", "train_step", "explorer",
+           "with_compiled", "posted_model", "posted_step", "fixed_model", "fixed_step", "mistakes_table",
+           "reproduce", "thread_runs_table", "overhead_timings", "peaks", "regime_terms", "regime_table",
+           "regimes", "gemm_evidence", "work_comparison", "gpu_kernels", "achieved_rate", "by_hand_table", "inplace_on_a_leaf",
+           "optimizer_ops", "optimizer_timings", "sweep_figure", "reported_figure", "reported_table",
+           "gpu_launch_latency", "reproduce_summary", "overhead_summary", "sweep_summary", "rate_summary", "fused_graphs", "compile_and_compare", "CompiledRun", "compiled_training_check", "batch_summary", "record",
+           "exercise_starter", "check_exercise"]
