@@ -285,7 +285,7 @@ def _solution(x, W):
 def test_the_exercise_checker_fails_the_starter_and_passes_a_solution():
     starter = L.check_exercise(L.exercise_starter)
     assert not starter.passed
-    assert [ok for _n, ok, _d in starter.checks] == [True, False, False, None]
+    assert [ok for _n, ok, _d in starter.checks][:3] == [True, False, False]  # the [GPU] line aside
     assert L.check_exercise(_solution).passed
 
     def checkpointed_starter(x, W):  # saves nothing new, but backward rebuilds the copy

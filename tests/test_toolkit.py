@@ -279,3 +279,27 @@ def test_an_old_torch_gets_a_clear_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.utils._python_dispatch", None)  # as if torch lacked it
     with pytest.raises(ImportError, match="needs PyTorch 2.9 or newer"):
         lessons_lib._check_torch()
+
+
+def test_measure_refuses_an_empty_rotation():
+    with pytest.raises(ValueError, match="rotate"):
+        timing.measure(torch.add, rotate=[])
+
+
+def test_flushed_measurement_of_a_tiny_op_is_capped():
+    # a 1-element op used to loop tens of thousands of cache flushes
+    t = timing.measure(torch.neg, torch.ones(1), flush_cache=True, min_run_time=10.0)
+    assert len(t.samples) <= timing.MAX_FLUSHED_CALLS
+
+
+def test_noisy_timings_say_so():
+    t = timing.Timing("x", 1.0, 0.5, [0.8, 1.0, 1.3], 1, "test", "cpu")
+    assert "rerun" in t.noise_note()
+
+
+def test_bf16_is_refused_on_a_gpu_without_bf16_hardware(monkeypatch):
+    # is_bf16_supported() counts emulation by default: True on a T4 (compute capability 7.5)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Tesla T4")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    assert "no bfloat16 hardware" in device.dtype_problem(torch.bfloat16, torch.device("cuda"))
