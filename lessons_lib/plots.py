@@ -39,7 +39,8 @@ def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=No
     unit, scale = time_unit([t.median + t.iqr for t in timings] + list((floors or {}).values()))
     ys = range(len(timings))
     color = [(colors or {}).get(t.label, "tab:blue") for t in timings]
-    ax.barh(ys, [t.median / scale for t in timings], xerr=[t.iqr / 2 / scale for t in timings],
+    spread = [t.iqr / 2 / scale for t in timings]
+    ax.barh(ys, [t.median / scale for t in timings], xerr=spread if any(spread) else None,  # a model has none
             color=color, alpha=0.8, capsize=3, label=bar_label)
     if floors:
         fl = [floors.get(t.label, float("nan")) / scale for t in timings]
@@ -69,8 +70,9 @@ def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] 
                             color=line.get_color(), alpha=0.2, lw=0)
     if crossover is not None:
         ax.axvline(crossover, color="gray", ls="--", lw=1)
-        ax.annotate(f"crossover at {crossover}", (crossover, 0.95), xycoords=("data", "axes fraction"),
-                    ha="left", va="top", fontsize=8, color="gray")
+        at_right_end = crossover >= max(values)  # label inside the axes, not cut off at the edge
+        ax.annotate(f" crossover at {crossover} ", (crossover, 0.95), xycoords=("data", "axes fraction"),
+                    ha="right" if at_right_end else "left", va="top", fontsize=8, color="gray")
     if logy:
         ax.set_yscale("log")
     if is_powers_of_two(list(values)):

@@ -1,0 +1,272 @@
+"""The explorer's face in Jupyter: sliders, buttons, a status line, and the actions behind them.
+
+`widgets.Explorer` computes (run, sweep, replay); this mixin shows it with ipywidgets.
+
+In a real kernel two things differ from a test calling methods directly:
+- Button clicks arrive as comm messages, which the kernel handles only when it is idle. So the
+  work runs on a background thread and the kernel stays free: the Stop click is seen at once,
+  and the work checks its flag between measurements (`stop=` of `Lesson.run`/`sweep`).
+- An exception inside `with output_widget:` is displayed and swallowed by ipywidgets, so
+  every error is caught in `_work`, where it happens, and becomes one line of status.
+"""
+from __future__ import annotations
+
+import html
+import threading
+import time
+import traceback
+
+import matplotlib.pyplot as plt
+
+from . import results
+from .device import describe, has_cuda
+from .lesson import DTYPES, Stopped
+from .timing import fmt_time
+
+THIS_MACHINE = "this machine"
+
+
+def slider_values(lo: int, hi: int, default: int) -> list[int] | None:
+    """Powers of two from lo to hi (plus the default) for a wide range; None for a narrow one,
+    where a linear slider is usable. A linear slider over 1…65536 cannot pick 16."""
+    if hi / max(lo, 1) <= 64:
+        return None
+    vals = {lo, hi, default}
+    v = 1
+    while v <= hi:
+        if v >= lo:
+            vals.add(v)
+        v *= 2
+    return sorted(vals)
+
+
+class ExplorerUI:
+    """Mixin for `widgets.Explorer`; needs its run/sweep/replay/estimate and `lesson`, `device`."""
+
+    _ui = None
+    _worker: threading.Thread | None = None
+    _done_note = ""
+
+    def widget(self):
+        if self._ui is None:
+            self._ui = self._build()
+        return self._ui
+
+    # --- how it displays: the live widget, with a fallback for viewers without a kernel -------
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        ui = self.widget()
+        if hasattr(ui, "_repr_mimebundle_"):  # ipywidgets 8: the widget and its static fallback
+            display(self._repr_mimebundle_(), raw=True)
+        else:  # ipywidgets 7 (Colab's): the widget as it displays itself
+            display(ui)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """The live widget, plus what a viewer without a kernel shows instead.
+
+        JupyterLab with the kernel that made the widget renders the widget view (its renderer
+        outranks images). nbconvert/nbviewer-style viewers (GitHub among them) skip a widget view
+        whose state is not saved in the notebook and take the next type: the PNG, a replay of
+        recorded results. With neither, the sentence in text/plain replaces `VBox(children=…)`."""
+        ui = self.widget()
+        data = ui._repr_mimebundle_(include=include, exclude=exclude) if hasattr(ui, "_repr_mimebundle_") else {}
+        if isinstance(data, tuple):
+            data = data[0]
+        data = dict(data or {})
+        data["text/plain"] = (f"Explorer: {self.lesson.title}. Run this notebook in Jupyter to move the sliders "
+                              "and press Run or Sweep.")
+        png = self._preview_png()
+        if png:
+            data["image/png"] = png
+        return data
+
+    def _preview_png(self) -> str | None:
+        """A static picture for viewers without a kernel: the first recorded result's replay."""
+        import base64
+
+        recs = results.for_lesson(self.lesson.key)
+        figs = self.replay(recs[0]) if recs else []
+        if not figs:
+            return None
+        figs[0].text(0.5, -0.02, "A picture of recorded results, not the explorer: run this notebook to use it.",
+                     ha="center", va="top", fontsize=9, style="italic", color="#555")
+        png = _png(figs[0]).data
+        for f in figs[1:]:
+            plt.close(f)
+        return base64.b64encode(png).decode()
+
+    # --- the controls ---------------------------------------------------------------------
+    def _build(self):
+        import ipywidgets as W
+
+        style = {"description_width": "150px"}
+        layout = W.Layout(width="480px")
+        self.sliders = {p.name: self._slider(W, p, style, layout) for p in self.lesson.params}
+        self.dtype_w = W.Dropdown(options=list(DTYPES), value="float32", description="dtype", style=style)
+        devices = ["cuda", "cpu"] if has_cuda() else ["cpu"]
+        self.device_w = W.Dropdown(options=devices, value=self.device.type, description="device", style=style)
+        recs = results.for_lesson(self.lesson.key)
+        self._recorded = {r.short(): r for r in recs}
+        self.source_w = W.Dropdown(options=[THIS_MACHINE, *self._recorded], value=THIS_MACHINE,
+                                   description="results from", style=style, layout=W.Layout(width="620px"))
+        self.sweep_w = W.Dropdown(options=[(p.label, p.name) for p in self.lesson.params], description="sweep over",
+                                  style=style)
+        self.run_b = W.Button(description="Run", button_style="primary", icon="play")
+        self.sweep_b = W.Button(description="Sweep", icon="line-chart")
+        self.stop_b = W.Button(description="Stop", icon="stop", disabled=True)
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="", layout=W.Layout(width="300px"))
+        self.status = W.HTML("")
+        self.out = W.Output()
+        self.run_b.on_click(lambda _b: self._act(self._do_run))
+        self.sweep_b.on_click(lambda _b: self._act(self._do_sweep))
+        self.stop_b.on_click(lambda _b: self._request_stop())
+        self.source_w.observe(lambda _c: self._act(self._do_replay), names="value")
+        note = "" if has_cuda() else (
+            "<i>No CUDA GPU here: runs use the CPU. Under “results from”, recorded GPU figures replay, each "
+            "labelled measured, reported (from the forum thread) or model (datasheet roofline).</i>")
+        budgets = (f"<i>Run refuses above about {fmt_time(self.run_budget)}, Sweep above "
+                   f"{fmt_time(self.sweep_budget)} (estimated before anything runs); Stop ends after the "
+                   "current measurement.</i>")
+        return W.VBox([
+            W.HTML(f"<b>{self.lesson.title}</b> — {describe(self.device).line()}<br>{note}"),
+            *self.sliders.values(),
+            W.HBox([self.dtype_w, self.device_w]),
+            W.HBox([self.source_w]),
+            W.HBox([self.run_b, self.sweep_w, self.sweep_b, self.stop_b, self.progress]),
+            W.HTML(budgets),
+            self.status,
+            self.out,
+        ])
+
+    def _slider(self, W, p, style, layout):
+        default = p.default(self.device)
+        values = slider_values(p.lo, p.hi, default)
+        if values is None:
+            return W.IntSlider(value=default, min=p.lo, max=p.hi, description=p.label, style=style, layout=layout,
+                               continuous_update=False)
+        return W.SelectionSlider(options=[(str(v), v) for v in values], value=default, description=p.label,
+                                 style=style, layout=layout, continuous_update=False)
+
+    def _params(self) -> dict:
+        return {k: s.value for k, s in self.sliders.items()}
+
+    # --- the actions ----------------------------------------------------------------------
+    def _announce(self, seconds: float, what: str) -> None:
+        """Called by run/sweep once the estimate passed the budget, before anything allocates."""
+        self._estimated = seconds
+        if self._ui is not None:
+            self.status.value = (f"<i>{what}: about {fmt_time(seconds)} or more (estimated from the roofline "
+                                 "floor, a lower bound)… Stop ends it after the current measurement.</i>")
+
+    def _request_stop(self):
+        self._stop.set()
+        self.status.value = "<i>stopping after the current measurement…</i>"
+
+    def _act(self, action, background: bool = True):
+        """Run an action; returns its thread (or None when run in place)."""
+        if self._worker is not None and self._worker.is_alive():
+            self.status.value = "<i>still working: press Stop first</i>"
+            return None
+        self._stop.clear()
+        self.status.value = "<i>working…</i>"
+        self.run_b.disabled = self.sweep_b.disabled = True
+        self.stop_b.disabled = False
+        if not background:
+            self._work(action)
+            return None
+        self._worker = threading.Thread(target=self._work, args=(action,), daemon=True)
+        self._worker.start()
+        return self._worker
+
+    def _work(self, action):
+        """Everything inside one try block: a refusal (bad input, too big, over budget) or a stop
+        becomes one line of status; an unexpected error one line naming it, its traceback folded
+        under "details". Outputs go through `append_*`, which is safe from a thread."""
+        self._estimated, self._done_note = None, ""
+        t0 = time.perf_counter()
+        try:
+            self.out.outputs = ()  # (clear_output would route through the kernel's current cell)
+            for item in action():
+                if isinstance(item, plt.Figure):
+                    self.out.append_display_data(_png(item))
+                else:
+                    self.out.append_stdout(f"{item}\n")
+            self.status.value = self._done_line(time.perf_counter() - t0)
+        except Stopped:
+            self.status.value = _line("■ stopped: nothing after the last finished measurement ran", "#b60")
+        except ValueError as err:  # includes DoesNotFit: refused before (or freed after) allocating
+            self.status.value = _line(f"⚠ {_first_line(err)}", "#b00")
+        except Exception as err:  # a bug, not the reader's fault: one line, the traceback folded away
+            self.status.value = _line(f"⚠ unexpected {type(err).__name__}: {_first_line(err)} (please report it)",
+                                      "#b00") + _details(err)
+        finally:
+            self.progress.value = 0
+            self.run_b.disabled = self.sweep_b.disabled = False
+            self.stop_b.disabled = True
+
+    def _done_line(self, seconds: float) -> str:
+        if self._estimated is None:  # a replay: nothing was timed
+            return self._done_note
+        done = _line(f"✓ done in {fmt_time(seconds)} (estimated from the floor: {fmt_time(self._estimated)})",
+                     "#070")
+        return done + (f"<br>{self._done_note}" if self._done_note else "")
+
+    def _do_run(self):
+        run, fig = self.run(self.dtype_w.value, self.device_w.value, stop=self._stop.is_set, **self._params())
+        self._done_note = _noise_line(list(run.timings.values()))
+        return [fig, run.table(self.lesson.baseline)] + ([run.metrics_table()] if run.metrics else [])
+
+    def _do_sweep(self):
+        def step(i, n):
+            self.progress.max, self.progress.value = n, i
+
+        self.progress.value = 0
+        sw, fig = self.sweep(self.sweep_w.value, dtype=self.dtype_w.value, device=self.device_w.value,
+                             on_step=step, stop=self._stop.is_set, **self._params())
+        self._done_note = _noise_line([t for r in sw.runs for t in r.timings.values()])
+        return [fig]
+
+    def _do_replay(self):
+        if self.source_w.value == THIS_MACHINE:
+            return ["Press Run or Sweep to measure on this machine."]
+        rec = self._recorded[self.source_w.value]
+        return [rec.label(), rec.figure_note(), *self.replay(rec)]
+
+
+def _noise_line(timings) -> str:
+    """The harness's own noise flag, one line: the first noisy note, and how many were noisy."""
+    noisy = [t for t in timings if t.noisy]
+    if not noisy:
+        return ""
+    more = f" ({len(noisy)} of {len(timings)} measurements noisy)" if len(timings) > 1 else ""
+    return _line(f"⚠ {noisy[0].label}: {noisy[0].noise_note()}{more}", "#b60")
+
+
+def _line(text: str, color: str) -> str:
+    return f"<span style='color:{color}'>{html.escape(text, quote=False)}</span>"
+
+
+def _first_line(err) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _details(err, frames: int = 4) -> str:
+    """The last few frames, folded: enough to report the bug, not a 60-line wall."""
+    tb = traceback.format_exception(type(err), err, err.__traceback__)
+    short = "".join(tb[-frames - 1:]).rstrip()
+    return (f"<details><summary>details</summary><pre style='font-size:85%;white-space:pre-wrap'>"
+            f"{html.escape(short)}</pre></details>")
+
+
+def _png(fig):
+    """A figure as a PNG image object (closed afterwards): the same in any kernel and any thread."""
+    import io
+
+    from IPython.display import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")
+    plt.close(fig)
+    return Image(data=buf.getvalue(), format="png")

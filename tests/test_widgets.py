@@ -1,0 +1,295 @@
+"""The explorer's plain API and its widget actions, outside a browser (tests/test_browser.py
+checks the same in a real kernel): budgets, Stop, errors as one status line, colours and order,
+sliders, replays labelled by kind, and the static fallback a viewer without a kernel sees."""
+import dataclasses
+import math
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+
+from lessons_lib import lesson01_broadcast_matmul as L1
+from lessons_lib import plots, results, timing
+from lessons_lib.lesson import Lesson, Param, Stopped, Variant
+from lessons_lib.widgets import Explorer, slider_values
+
+KEY01 = L1.LESSON.key
+
+
+def _toy(**kw):
+    return Lesson(
+        key="toy", title="toy",
+        params=[Param("n", "size n", cpu=8, gpu=8, lo=1, hi=1 << 16), Param("k", "count k", cpu=2, gpu=2, lo=1, hi=8)],
+        variants=[Variant("mm", lambda a, b: a @ b), Variant("einsum", lambda a, b: torch.einsum("ij,jk->ik", a, b))],
+        make_inputs=lambda p, d, dt: (torch.randn(p["n"], p["n"], device=d, dtype=dt),) * 2,
+        peak_bytes=lambda p, dt: 3 * p["n"] ** 2 * 4,
+        reduction=lambda p: p["n"], baseline="mm", **kw,
+    )
+
+
+@pytest.fixture
+def no_inputs(monkeypatch):
+    """Fails the test if anything is allocated (make_inputs called on a real device; meta is free)."""
+    toy = _toy()
+    real = toy.make_inputs
+
+    def make_inputs(p, d, dt):
+        if torch.device(d).type != "meta":
+            pytest.fail("allocated before refusing")
+        return real(p, d, dt)
+
+    monkeypatch.setattr(toy, "make_inputs", make_inputs)
+    return toy
+
+
+def _bar_colors(fig):
+    ax = fig.axes[0]
+    return {t.get_text(): p.get_facecolor()[:3] for t, p in zip(ax.get_yticklabels(), ax.patches)}
+
+
+# --- budget --------------------------------------------------------------------------------------
+def test_a_run_over_budget_is_refused_before_allocating(no_inputs):
+    ex = Explorer(no_inputs, "cpu", run_budget=1e-3)
+    with pytest.raises(ValueError, match="would take about .* budget"):
+        ex.run(n=8)
+
+
+def test_a_sweep_over_budget_is_refused_before_allocating(no_inputs):
+    ex = Explorer(no_inputs, "cpu", sweep_budget=1e-3)
+    with pytest.raises(ValueError, match="This sweep would take about"):
+        ex.sweep("n", [4, 8])
+
+
+def test_the_estimate_grows_with_the_sweep_points():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    assert ex.estimate(points=4, n=8) == pytest.approx(4 * ex.estimate(n=8))
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.nan, "30", True])
+def test_a_nonsense_budget_is_refused(bad):
+    with pytest.raises(ValueError, match="run_budget must be a positive number"):
+        Explorer(_toy(), "cpu", run_budget=bad)
+
+
+# --- stop ----------------------------------------------------------------------------------------
+def test_a_run_whose_stop_is_set_raises_stopped():
+    with pytest.raises(Stopped):
+        Explorer(_toy(), "cpu", min_run_time=0.01).run(n=8, stop=lambda: True)
+
+
+def test_stop_ends_a_background_sweep_early():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.05)
+    ex.widget()
+    ex.sweep_w.value = "n"
+    worker = ex._act(ex._do_sweep)  # default sweep: 6 points, 2 variants each
+    ex._request_stop()
+    worker.join(timeout=30)
+    assert ex.out.outputs == ()  # no sweep figure: it never finished
+
+
+def test_a_stopped_sweep_says_so_and_the_buttons_work_again():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.05)
+    ex.widget()
+    ex._act(ex._do_sweep).join(0)
+    ex._request_stop()
+    ex._worker.join(timeout=30)
+    assert "stopped" in ex.status.value
+    assert not ex.sweep_b.disabled
+
+
+# --- errors: one line of status --------------------------------------------------------------------
+def test_a_refusal_is_one_status_line_without_details():
+    ex = Explorer(_toy(), "cpu", run_budget=1e-3)
+    ex.widget()
+    ex._act(ex._do_run, background=False)
+    assert "would take about" in ex.status.value
+    assert "<details>" not in ex.status.value
+
+
+def test_a_refusal_leaves_no_output_below_the_status():
+    ex = Explorer(_toy(), "cpu", run_budget=1e-3)
+    ex.widget()
+    ex._act(ex._do_run, background=False)
+    assert ex.out.outputs == ()
+
+
+def _broken():
+    def boom(a, b):
+        raise RuntimeError("boom\nsecond line of a long message")
+    return dataclasses.replace(_toy(), variants=[Variant("mm", boom)])
+
+
+def test_an_unexpected_error_names_its_type_in_one_line():
+    ex = Explorer(_broken(), "cpu", min_run_time=0.01)
+    ex.widget()
+    ex._act(ex._do_run, background=False)
+    first = ex.status.value.split("<details>")[0]
+    assert "unexpected RuntimeError: boom" in first
+    assert "second line" not in first
+
+
+def test_an_unexpected_error_folds_its_traceback_under_details():
+    ex = Explorer(_broken(), "cpu", min_run_time=0.01)
+    ex.widget()
+    ex._act(ex._do_run, background=False)
+    assert "<details><summary>details</summary>" in ex.status.value
+
+
+def test_after_an_error_the_explorer_runs_again():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    ex.widget()
+    ex.sliders["n"].value = 1 << 16
+    ex._act(ex._do_run, background=False)
+    ex.sliders["n"].value = 8
+    ex._act(ex._do_run, background=False)
+    assert "✓ done" in ex.status.value
+
+
+def test_a_finished_run_shows_its_estimate():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    ex.widget()
+    ex._act(ex._do_run, background=False)
+    assert "(estimated" in ex.status.value
+
+
+def test_a_noisy_run_shows_the_harness_note(monkeypatch):
+    monkeypatch.setattr(timing.Timing, "noisy", property(lambda t: True))
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    ex.widget()
+    ex._act(ex._do_run, background=False)
+    assert "spread" in ex.status.value
+
+
+def test_the_progress_bar_resets_after_a_sweep():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    ex.widget()
+    ex.sweep_w.value = "k"
+    ex._act(ex._do_sweep, background=False)
+    assert ex.progress.value == 0
+
+
+# --- sliders ---------------------------------------------------------------------------------------
+def test_a_wide_range_gets_powers_of_two_and_the_default():
+    assert slider_values(1, 65536, 12) == [1, 2, 4, 8, 12, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
+                                           16384, 32768, 65536]
+
+
+def test_a_narrow_range_gets_a_linear_slider():
+    ex = Explorer(_toy(), "cpu")
+    ex.widget()
+    assert type(ex.sliders["k"]).__name__ == "IntSlider"
+
+
+def test_a_wide_range_gets_a_selection_slider():
+    ex = Explorer(_toy(), "cpu")
+    ex.widget()
+    assert type(ex.sliders["n"]).__name__ == "SelectionSlider"
+
+
+def test_sweep_choices_show_the_slider_labels():
+    ex = Explorer(_toy(), "cpu")
+    ex.widget()
+    assert [label for label, _ in ex.sweep_w.options] == ["size n", "count k"]
+
+
+def test_a_power_of_two_sweep_has_a_base_two_log_axis():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    _sw, fig = ex.sweep("n", [4, 8, 16], on_step=lambda i, n: None)
+    assert fig.axes[0].xaxis.get_transform().base == 2
+    plt.close(fig)
+
+
+# --- colours and order: live and replayed alike ----------------------------------------------------
+def test_variant_colors_are_distinct():
+    colors = plots.variant_colors(["a", "b", "c"])
+    assert len(set(colors.values())) == 3
+
+
+def test_a_live_run_and_a_replay_use_the_same_order_and_colours():
+    ex = Explorer(L1.LESSON, "cpu")
+    live = ex._bars([timing.Timing(v.name, 1e-3, 0, [], 1, "", "cpu") for v in L1.LESSON.variants], {}, {}, "live")
+    (measured,) = [r for r in results.for_lesson(KEY01) if r.kind == "measured"][:1]
+    replayed = ex.replay(measured)[0]
+    assert list(_bar_colors(replayed).items()) == list(_bar_colors(live).items())[:len(_bar_colors(replayed))]
+    plt.close("all")
+
+
+def test_a_variant_only_a_recording_has_gets_a_colour_of_its_own():
+    ex = Explorer(L1.LESSON, "cpu")
+    rec = next(r for r in results.for_lesson(KEY01, kinds="reported")
+               if "broadcast matmul (views made once)" in r.lessons[KEY01]["headline"]["variants"])
+    colors = _bar_colors(ex.replay(rec)[0])
+    assert colors["broadcast matmul (views made once)"] != colors["broadcast matmul"]
+    plt.close("all")
+
+
+# --- replays say what their figures are --------------------------------------------------------------
+def _model_rec():
+    return next(r for r in results.for_lesson(KEY01, kinds="model"))
+
+
+def test_a_model_replay_is_titled_not_a_measurement():
+    fig = Explorer(L1.LESSON, "cpu").replay(_model_rec())[0]
+    assert "not a measurement" in (fig._suptitle.get_text() if fig._suptitle else fig.axes[0].get_title())
+    plt.close("all")
+
+
+def test_a_model_replay_draws_floors_as_bars_without_floor_marks():
+    fig = Explorer(L1.LESSON, "cpu").replay(_model_rec())[0]
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["roofline floor (model, not a measurement)"]
+    plt.close("all")
+
+
+def test_a_reported_replay_is_titled_reported():
+    rec = next(r for r in results.for_lesson(KEY01, kinds="reported"))
+    fig = Explorer(L1.LESSON, "cpu").replay(rec)[0]
+    assert "reported" in fig.axes[0].get_title()
+    plt.close("all")
+
+
+def test_the_replay_action_prints_the_kind_note():
+    ex = Explorer(L1.LESSON, "cpu")
+    ex.widget()
+    ex.source_w.value = _model_rec().short()  # observed: replays in the background
+    ex._worker.join(timeout=30)
+    assert any("not a measurement" in o.get("text", "") for o in ex.out.outputs)
+
+
+# --- what a viewer without a kernel sees -----------------------------------------------------------
+def test_the_display_bundle_carries_a_sentence_instead_of_vbox():
+    data = Explorer(L1.LESSON, "cpu")._repr_mimebundle_()
+    assert data["text/plain"].startswith("Explorer: ")
+
+
+def test_the_display_bundle_carries_the_widget_and_a_picture():
+    data = Explorer(L1.LESSON, "cpu")._repr_mimebundle_()
+    assert {"application/vnd.jupyter.widget-view+json", "image/png"} <= set(data)
+
+
+def test_nbconvert_shows_the_picture_when_the_widget_state_is_not_saved():
+    """nbconvert (nbviewer, and viewers built like it) skips a widget view without saved state."""
+    nbformat = pytest.importorskip("nbformat")
+    nbconvert = pytest.importorskip("nbconvert")
+    data = Explorer(L1.LESSON, "cpu")._repr_mimebundle_()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "L.explorer()", outputs=[nbformat.v4.new_output("display_data", data=data)])])
+    html, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    assert "data:image/png;base64," in html
+
+
+def test_a_model_replay_draws_no_whiskers():
+    fig = Explorer(L1.LESSON, "cpu").replay(_model_rec())[0]
+    assert [type(c).__name__ for c in fig.axes[0].containers] == ["BarContainer"]  # no ErrorbarContainer
+    plt.close("all")
+
+
+
+def test_a_budget_refusal_says_how_to_raise_the_budget(no_inputs):
+    with pytest.raises(ValueError, match=r"ex\.sweep_budget = "):
+        Explorer(no_inputs, "cpu", sweep_budget=1e-3).sweep("n", [4, 8])
+
+
+def test_a_crossover_at_the_last_point_is_labelled_inside_the_axes():
+    fig = plots.sweep([1, 2, 4], {"a": [1, 2, 3], "b": [2, 3, 1]}, crossover=4)
+    assert fig.axes[0].texts[0].get_horizontalalignment() == "right"
+    plt.close(fig)
