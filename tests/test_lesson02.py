@@ -44,7 +44,8 @@ def test_the_fixes_save_no_new_memory_only_their_inputs(name):
     led = memory.ledger(L.LESSON.variant(name).fn, x, W)
     assert led.total_bytes == 0
     assert led.entries
-    assert all(e.source.replace("view of ", "") in ("input 0", "input 1") for e in led.entries)
+    # (torch 2.9's checkpoint also saves an empty placeholder: 0 bytes, not an input; newer ones do not)
+    assert all(e.source.replace("view of ", "") in ("input 0", "input 1") for e in led.entries if e.bytes)
     assert max(e.bytes for e in led.entries) == x.nbytes  # a view of x at most, never a B·G·D·D copy
 
 

@@ -279,7 +279,8 @@ def checkpointed(x, W):
 def test_ledger_attributes_checkpointed_inputs_to_the_checkpoint_not_to_bmm():
     x, W = inputs(64, x_grad=True, w_grad=True)
     led = memory.ledger(checkpointed, x, W)
-    assert [(e.node, e.slot, e.source) for e in led.entries] == [
+    # torch 2.9's checkpoint also saves an empty placeholder (0 bytes); only what costs memory is compared
+    assert [(e.node, e.slot, e.source) for e in led.entries if e.bytes] == [
         ("checkpoint", "input kept to recompute", "input 0"), ("checkpoint", "input kept to recompute", "input 1")]
 
 
