@@ -82,11 +82,15 @@ class ExplorerUI:
         return data
 
     def _preview_png(self) -> str | None:
-        """A static picture for viewers without a kernel: the first recorded result's replay."""
+        """A static picture for viewers without a kernel: the first recorded result that replays
+        (a file may hold only tables for this lesson, such as a thread's speed-ups)."""
         import base64
 
-        recs = results.for_lesson(self.lesson.key)
-        figs = self.replay(recs[0]) if recs else []
+        figs = []
+        for rec in results.for_lesson(self.lesson.key):
+            figs = self.replay(rec)
+            if figs:
+                break
         if not figs:
             return None
         figs[0].text(0.5, -0.02, "A picture of recorded results, not the explorer: run this notebook to use it.",

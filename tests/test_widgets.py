@@ -293,3 +293,10 @@ def test_a_crossover_at_the_last_point_is_labelled_inside_the_axes():
     fig = plots.sweep([1, 2, 4], {"a": [1, 2, 3], "b": [2, 3, 1]}, crossover=4)
     assert fig.axes[0].texts[0].get_horizontalalignment() == "right"
     plt.close(fig)
+
+
+def test_the_static_picture_skips_files_that_have_nothing_to_replay():
+    # lesson 04's first recorded file (the thread's speed-up tables) has no headline to draw
+    from lessons_lib import lesson04_launch_overhead as L4
+
+    assert L4.explorer("cpu")._preview_png() is not None
