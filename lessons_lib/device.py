@@ -311,12 +311,9 @@ def _parse_size(text: str) -> int:
     return int(text) if text.isdigit() else 0
 
 
-def compile_problem() -> str | None:
-    """Why torch.compile cannot run here, or None if it probably can."""
-    if not hasattr(torch, "compile"):
-        return f"torch {torch.__version__} has no torch.compile (it arrived in 2.0)."
-    import shutil
+def compile_problem(device: torch.device | str = "cpu", backend: str = "inductor") -> str | None:
+    """Why torch.compile cannot run here, or None if it probably can (compiling.problem decides:
+    Dynamo present, a working C++ compiler for CPU code, Triton for GPU code)."""
+    from .compiling import problem
 
-    if not any(shutil.which(cc) for cc in ("cc", "gcc", "clang", "cl")):
-        return "torch.compile needs a C compiler on PATH for its CPU code and none was found."
-    return None
+    return problem(device, backend)

@@ -19,7 +19,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.utils.checkpoint import checkpoint
 
 from . import device as _device
-from . import memory, results, roofline, timing
+from . import compiling, memory, results, roofline, timing
 from .device import fmt_bytes
 from .display import text_table
 from .grading import Verdict, analyse_reader, call_reader, rel_error
@@ -371,10 +371,7 @@ class CompileReport:
         return "\n".join(lines)
 
 
-def default_backend(device) -> str:
-    """inductor on a GPU. On CPU, inductor's decompositions and partitioner (which decide what is
-    saved for backward) without its C++ code generator, which takes about a minute the first time."""
-    return "inductor" if torch.device(device).type == "cuda" else "aot_eager_decomp_partition"
+default_backend = compiling.default_backend  # inductor on a GPU; its partitioner without codegen on a CPU
 
 
 def _new_saved_bytes(fn, x, W) -> int:
