@@ -26,7 +26,8 @@ import torch
 from . import results, timing
 from .device import check_fits, last_level_cache_bytes, pick
 from .display import show_source  # noqa: F401  (the notebook calls L.show_source)
-from .launch_queue import Op, SimulatedGPU, host_syncs, schedule  # noqa: F401  (the notebook uses them)
+from .launch_queue import Op, SimulatedGPU, schedule  # noqa: F401  (the notebook uses them)
+from .syncs import host_syncs  # noqa: F401  (the notebook uses it)
 from .lesson00_exercise import (SLOW, STEADY, FakeWorkload, TooManyCalls, broken_benchmark,  # noqa: F401 (for
                                 check_exercise, starter_source)  # the notebook)
 from .timing import Timing, fmt_time

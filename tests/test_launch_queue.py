@@ -4,7 +4,8 @@ import time
 import pytest
 import torch
 
-from lessons_lib.launch_queue import Op, SimulatedGPU, host_syncs, schedule
+from lessons_lib.launch_queue import Op, SimulatedGPU, schedule
+from lessons_lib.syncs import host_syncs
 
 
 def test_the_host_runs_ahead_and_the_device_works_through_the_queue():
