@@ -101,6 +101,83 @@ def schedule(ops: list[Op], queue_depth: int = QUEUE_DEPTH, sync_cost: float = 0
     return Timeline(slots, cpu, gpu_free, gaps)
 
 
+def per_step(ops: list[Op], steps: int = 8, queue_depth: int = QUEUE_DEPTH) -> float:
+    """Steady-state seconds per step when the same `ops` are issued `steps` times in a row with no
+    sync between steps (a training loop): the host runs ahead, so the slower row sets the pace."""
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}.")
+    return schedule(list(ops) * steps, queue_depth).total / steps
+
+
+# --- kernels on a named GPU: launched one by one, or replayed as one graph ----------------------
+# A CUDA graph changes the host's side: one launch for the whole graph instead of one dispatch
+# and one launch per kernel. The device still runs every kernel, with slightly shorter gaps.
+#
+# Launch costs are not in any datasheet. These are ASSUMPTIONS (orders of magnitude, the same for
+# every preset), not measurements:
+#   KERNEL_LAUNCH: host time of a CUDA op beyond the dispatch a CPU op pays (which the course
+#       measures: roofline.overhead): device guard, caching allocator, cudaLaunchKernel. NVIDIA's blog ("Getting Started with CUDA
+#       Graphs", 2019) measures a few µs per launch on a V100 host.
+#   KERNEL_MIN: the shortest a kernel takes on the device (start-up, one wave, the tail).
+#   STREAM_GAP, GRAPH_GAP: the device's idle time between two kernels issued one by one into a
+#       stream, and between two kernels of a graph (the same blog: about 1 µs and under 0.5 µs).
+#   GRAPH_LAUNCH: host time of one replay: Python, CUDAGraph.replay and cudaGraphLaunch (CUDA 12
+#       launches a straight-line graph in constant time, NVIDIA's CUDA 12.0 notes).
+# Known to be wrong: kernels that do not fill the GPU (the roofline assumes every kernel reaches
+# the datasheet peak), clock boost and throttling, the caching allocator's host time (graphs skip
+# it: a replay allocates nothing), autograd's per-node host time beyond one dispatch, and the copy
+# kernels into a graph's static inputs.
+KERNEL_LAUNCH = 4e-6
+KERNEL_MIN = 2.0e-6
+STREAM_GAP = 1.0e-6
+GRAPH_GAP = 0.5e-6
+GRAPH_LAUNCH = 10e-6
+PRESETS = ("T4", "A100", "H100")  # the GPUs the course names: Colab's T4 and two datacenter parts
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named GPU for the launch model: datasheet peaks (roofline.datasheet) and assumed launch costs."""
+
+    name: str
+    flops: float  # FLOP/s
+    bandwidth: float  # bytes/s
+    source: str
+    kernel_launch: float = KERNEL_LAUNCH
+    kernel_min: float = KERNEL_MIN
+    stream_gap: float = STREAM_GAP
+    graph_gap: float = GRAPH_GAP
+    graph_launch: float = GRAPH_LAUNCH
+
+    def kernel_seconds(self, flops: float, nbytes: float) -> float:
+        """Device time of one kernel: its roofline time, but never below KERNEL_MIN."""
+        return max(flops / self.flops, nbytes / self.bandwidth, self.kernel_min)
+
+
+def preset(name: str, dtype=None) -> Preset:
+    """A named GPU's preset from its datasheet (float32 without TF32, PyTorch's default)."""
+    import torch
+
+    from . import roofline
+
+    peaks = roofline.datasheet(name, dtype or torch.float32, tf32=False)
+    if peaks is None:
+        raise ValueError(f"No datasheet figures for {name!r} in this dtype: use one of {', '.join(PRESETS)} "
+                         f"(or {', '.join(roofline.DATASHEET)}).")
+    return Preset(name, peaks.flops, peaks.bandwidth, peaks.source.split(";")[0])
+
+
+def eager_ops(kernels: list[tuple[str, float]], dispatch: float, p: Preset) -> list[Op]:
+    """Each kernel (name, device seconds) issued by eager PyTorch: the host pays its dispatch and a
+    launch per kernel; the device runs it and then idles for the stream's gap."""
+    return [Op(name, dispatch + p.kernel_launch, seconds + p.stream_gap) for name, seconds in kernels]
+
+
+def graph_ops(kernels: list[tuple[str, float]], p: Preset, name: str = "graph launch") -> list[Op]:
+    """The same kernels replayed as one graph: one host launch; the device runs them back to back."""
+    return [Op(name, p.graph_launch, 0.0)] + [Op(k, 0.0, seconds + p.graph_gap) for k, seconds in kernels]
+
+
 # --- the same rules in wall-clock time -------------------------------------------------------
 
 _COARSE_SLEEP = sys.platform == "win32" and sys.version_info < (3, 11)  # ~15 ms timer ticks
@@ -158,4 +235,6 @@ class SimulatedGPU:
         return sum(1 for t in self._finish if t > now)
 
 
-__all__ = ["Op", "Slot", "Timeline", "schedule", "SimulatedGPU", "wait_until", "QUEUE_DEPTH"]
+__all__ = ["Op", "Slot", "Timeline", "schedule", "per_step", "SimulatedGPU", "wait_until", "QUEUE_DEPTH", "Preset",
+           "preset", "PRESETS", "eager_ops", "graph_ops", "KERNEL_LAUNCH", "KERNEL_MIN", "STREAM_GAP", "GRAPH_GAP",
+           "GRAPH_LAUNCH"]

@@ -1,13 +1,29 @@
-"""Which operations make the host wait for the device: the sync detector.
+"""Which operations make the host wait for the device, and which copy data between devices.
 
-`host_syncs(fn, *args)` runs `fn` on whatever tensors it is given (CPU ones too) and lists, with
-the user's line of code, every operation that on a GPU would make the CPU wait for the stream.
-Lessons 00, 05 (capture safety) and 06 (data movement) use it.
+`syncs(fn, *args)` runs `fn` on whatever tensors it is given (CPU ones too) and reports, each
+with the user's line of code:
+- every operation that on a GPU makes the CPU wait for the stream (a *host sync*): a value read
+  on the host (`.item()`, `if t:`, `print(t)`), a copy to the host (`.cpu()`, `.tolist()`,
+  `.numpy()`), an op whose output size depends on the data (`nonzero`, boolean-mask indexing),
+  and a blocking copy between host and device;
+- every copy between devices (`.to(device)`, `.cuda()`, `.cpu()` of a GPU tensor, `copy_`
+  across devices) with its bytes, direction and whether it blocks, and every `pin_memory()`.
+
+`host_syncs(fn, *args)` is the older, smaller answer (lessons 00 and 05): the host syncs only,
+one entry per line of code in a row. Lessons 00, 05 (capture safety) and 06 (data movement) use them.
+
+What decides whether a copy blocks (PyTorch's `copy_` on CUDA, `aten/src/ATen/native/cuda/Copy.cu`):
+a copy without `non_blocking=True` ends with a stream synchronize (`memcpy_and_sync`, which
+`torch.cuda.set_sync_debug_mode("warn")` reports); with `non_blocking=True` it is queued
+(`cudaMemcpyAsync`). `.to("cpu", non_blocking=True)` of a GPU tensor allocates a pinned
+destination (`_to_copy`), so it is truly asynchronous, and reading it before a synchronize is a
+race. A non-blocking copy *from pageable* host memory does not wait for the queue, but the driver
+stages it through a pinned buffer first (CUDA runtime API, "API synchronization behavior").
 """
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -27,16 +43,114 @@ _SYNC_OPS = {
 }
 _HOST_METHODS = {"cpu": "copies to the host", "tolist": "copies to the host", "numpy": "copies to the host",
                  "item": "reads a value on the host"}
+# Only `syncs` (not `host_syncs`) wraps printing: print(t) is then one entry, not one per value.
+_PRINT_METHODS = {"__repr__": "prints values: copies them to the host"}
+_HOST = "cpu"
 
 
 @dataclass(frozen=True)
 class HostSync:
     what: str  # the aten op or Tensor method
     why: str
-    where: str  # file:line of the code that asked for it
+    where: str  # the user's line of code that asked for it
 
     def __str__(self) -> str:
         return f"{self.what:24s} {self.why}  [{self.where}]"
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One copy between devices (or into page-locked host memory), as dispatched."""
+
+    what: str  # the aten op: "aten._to_copy", "aten.copy_", "aten._pin_memory"
+    src: str  # device types: "cpu", "cuda", "meta"...
+    dst: str
+    nbytes: int
+    blocking: bool  # the host waits for the device queue to drain (a host sync)
+    pinned: bool | None  # the host side is page-locked (None: no host side, or unknown)
+    non_blocking: bool
+    where: str
+
+    @property
+    def direction(self) -> str:
+        if self.what == "aten._pin_memory":
+            return "host → pinned host"
+        if self.src == _HOST and self.dst != _HOST:
+            return "host → device" if self.dst == "cuda" else f"{self.src} → {self.dst}"
+        if self.dst == _HOST and self.src != _HOST:
+            return "device → host" if self.src == "cuda" else f"{self.src} → {self.dst}"
+        return f"{self.src} → {self.dst}"
+
+    @property
+    def why(self) -> str:
+        if self.what == "aten._pin_memory":
+            return "copies into page-locked memory (a host-side copy; pays off only when the buffer is reused)"
+        if "cuda" not in (self.src, self.dst):
+            return "a copy between devices"
+        if self.blocking:
+            return "blocking copy: the host waits until the queue has drained and the copy is done"
+        if self.src == _HOST and not self.pinned:
+            return "non_blocking from pageable memory: the driver stages it through a pinned buffer first"
+        if self.dst == _HOST:
+            return "asynchronous: queued on the stream; synchronize before the host reads the result"
+        return "asynchronous: queued on the stream; leave the pinned source alone until the copy is done"
+
+    def __str__(self) -> str:
+        from .device import fmt_bytes
+
+        return f"{self.direction:20s} {fmt_bytes(self.nbytes):>10s}  {self.why}  [{self.where}]"
+
+
+@dataclass
+class SyncReport:
+    """What `syncs` found, in the order it happened: HostSync and Transfer entries."""
+
+    events: list = field(default_factory=list)
+
+    @property
+    def syncs(self) -> list[HostSync]:
+        return [e for e in self.events if isinstance(e, HostSync)]
+
+    @property
+    def transfers(self) -> list[Transfer]:
+        return [e for e in self.events if isinstance(e, Transfer) and e.what != "aten._pin_memory"]
+
+    @property
+    def pins(self) -> list[Transfer]:
+        return [e for e in self.events if isinstance(e, Transfer) and e.what == "aten._pin_memory"]
+
+    @property
+    def transfer_bytes(self) -> int:
+        return sum(t.nbytes for t in self.transfers)
+
+    def lines(self) -> dict[str, int]:
+        """How many host syncs each line of code caused (a line in a loop counts once per pass)."""
+        out: dict[str, int] = {}
+        for s in self.syncs:
+            out[s.where] = out.get(s.where, 0) + 1
+        return out
+
+    def summary(self) -> str:
+        from .device import fmt_bytes
+
+        lines = [f"{len(self.syncs)} host sync(s), {len(self.transfers)} copy(ies) between devices "
+                 f"({fmt_bytes(self.transfer_bytes)}), {len(self.pins)} pin_memory call(s)"]
+        for where, n in self.lines().items():
+            lines.append(f"  {n:4d} × sync at  {where}")
+        return "\n".join(lines)
+
+    def table(self) -> str:
+        return "\n".join(["sync  " + str(e) if isinstance(e, HostSync) else "copy  " + str(e) for e in self.events]) \
+            or "no host syncs, no copies between devices"
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self):
+        return iter(self.events)
+
+    def __repr__(self) -> str:
+        return self.summary()
 
 
 def _caller() -> str:
@@ -56,40 +170,98 @@ def _bool_index(name: str, args) -> bool:
     return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in (args[1] or ()))
 
 
+def _pinned(t: torch.Tensor) -> bool | None:
+    if t.device.type != _HOST:
+        return None
+    try:
+        return bool(t.is_pinned())
+    except Exception:  # no accelerator: nothing can be pinned
+        return False
+
+
+def _transfer(name: str, args, kwargs, out) -> Transfer | None:
+    """A Transfer when this op copies between devices or pins; else None."""
+    if name == "_pin_memory" and args and isinstance(args[0], torch.Tensor):
+        t = args[0]
+        return Transfer("aten._pin_memory", _HOST, _HOST, t.numel() * t.element_size(), False, True, False, _caller())
+    if name == "_to_copy" and args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
+        src, dst = args[0], out
+        non_blocking = bool(kwargs.get("non_blocking", False))
+    elif name == "copy_" and len(args) >= 2 and isinstance(args[1], torch.Tensor):
+        dst, src = args[0], args[1]
+        non_blocking = bool(args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
+    else:
+        return None
+    if src.device.type == dst.device.type:
+        return None
+    host = src if src.device.type == _HOST else dst if dst.device.type == _HOST else None
+    pinned = _pinned(host) if host is not None else None
+    nbytes = dst.numel() * dst.element_size()
+    blocking = nbytes > 0 and copy_blocks(src.device.type, dst.device.type, non_blocking, pinned)
+    return Transfer(f"aten.{name}", src.device.type, dst.device.type, nbytes, blocking, pinned, non_blocking,
+                    _caller())
+
+
+def copy_blocks(src: str, dst: str, non_blocking: bool, host_pinned: bool | None) -> bool:
+    """Whether a copy between these device types makes the host wait for the GPU's queue.
+
+    Every host<->GPU copy without non_blocking does (PyTorch ends it with memcpy_and_sync), and so
+    does a non_blocking copy *into* pageable host memory (the driver returns only when it is done).
+    A non_blocking copy from the host, pinned or not, does not wait for the queue. (A copy of no
+    bytes returns early; callers check that.)"""
+    if "cuda" not in (src, dst) or _HOST not in (src, dst):
+        return False
+    return not non_blocking or (dst == _HOST and not host_pinned)
+
+
 class _SyncRecorder(TorchDispatchMode):
     _inside_method = False
 
-    def __init__(self, found: list):
+    def __init__(self, found: list, per_line: bool = True):
         super().__init__()
         self.found = found
+        self.per_line = per_line
+
+    def add(self, event) -> None:
+        if self.per_line:
+            _add(self.found, event)
+        else:
+            self.found.append(event)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         if not _SyncRecorder._inside_method:
             if name in _SYNC_OPS:
-                _add(self.found, HostSync(f"aten.{name}", _SYNC_OPS[name], _caller()))
+                self.add(HostSync(f"aten.{name}", _SYNC_OPS[name], _caller()))
+            elif name == "repeat_interleave" and args and isinstance(args[0], torch.Tensor) \
+                    and kwargs.get("output_size") is None:
+                self.add(HostSync("aten.repeat_interleave", "output size depends on the data "
+                                  "(pass output_size= to avoid it)", _caller()))
             elif _bool_index(name, args):
-                _add(self.found, HostSync(f"aten.{name} (bool mask)", "output size depends on the data", _caller()))
-        return func(*args, **(kwargs or {}))
+                self.add(HostSync(f"aten.{name} (bool mask)", "output size depends on the data", _caller()))
+        out = func(*args, **kwargs)
+        if name in ("_to_copy", "copy_", "_pin_memory"):
+            t = _transfer(name, args, kwargs, out)
+            if t is not None:
+                if t.blocking and not _SyncRecorder._inside_method:  # .cpu() already counted its sync
+                    self.add(HostSync(f"{t.what} ({t.src} → {t.dst})", "a blocking copy: the host waits", t.where))
+                if not self.per_line:
+                    self.found.append(t)
+        return out
 
 
 def _add(found: list, sync: HostSync) -> None:
-    """One entry per line of user code: print(t) alone reads many values."""
+    """One entry per line of user code in a row: print(t) alone reads many values."""
     if not found or found[-1].where != sync.where:
         found.append(sync)
 
 
-def host_syncs(fn, *args, **kwargs) -> list[HostSync]:
-    """Every operation in `fn(*args)` that would make the host wait for a GPU, in order.
-
-    Device-independent: it runs `fn` on whatever tensors it is given (CPU ones included) and
-    records the aten ops that read device values or have data-dependent output sizes, and the
-    Tensor methods that copy to the host (`.cpu()`, `.tolist()`, `.numpy()`, `.item()`), each
-    with the user's line. On a CPU these cost nothing; on a GPU each one stalls the queue.
-    """
-    found: list[HostSync] = []
-    recorder = _SyncRecorder(found)
-    saved = {m: getattr(torch.Tensor, m) for m in _HOST_METHODS}
+def _record(fn, args, kwargs, per_line: bool) -> list:
+    found: list = []
+    recorder = _SyncRecorder(found, per_line)
+    methods = dict(_HOST_METHODS, **({} if per_line else _PRINT_METHODS))
+    saved = {m: getattr(torch.Tensor, m) for m in methods}
 
     def patched(method):
         original = saved[method]
@@ -97,7 +269,7 @@ def host_syncs(fn, *args, **kwargs) -> list[HostSync]:
         def call(self, *a, **k):
             if _SyncRecorder._inside_method:  # e.g. print(t) formats with .item(): one entry, its own line
                 return original(self, *a, **k)
-            _add(found, HostSync(f"Tensor.{method}()", _HOST_METHODS[method], _caller()))
+            recorder.add(HostSync(f"Tensor.{method}()", methods[method], _caller()))
             _SyncRecorder._inside_method = True  # its own aten op is the same sync: count it once
             try:
                 return original(self, *a, **k)
@@ -107,14 +279,39 @@ def host_syncs(fn, *args, **kwargs) -> list[HostSync]:
         return call
 
     try:
-        for m in _HOST_METHODS:
+        for m in methods:
             setattr(torch.Tensor, m, patched(m))
         with recorder:
             fn(*args, **kwargs)
     finally:
         for m, original in saved.items():
             setattr(torch.Tensor, m, original)
+        _SyncRecorder._inside_method = False
     return found
 
 
-__all__ = ["HostSync", "host_syncs"]
+def host_syncs(fn, *args, **kwargs) -> list[HostSync]:
+    """Every operation in `fn(*args)` that would make the host wait for a GPU, in order.
+
+    Device-independent: it runs `fn` on whatever tensors it is given (CPU ones included) and
+    records the aten ops that read device values or have data-dependent output sizes, and the
+    Tensor methods that copy to the host (`.cpu()`, `.tolist()`, `.numpy()`, `.item()`), each
+    with the user's line (one entry per line in a row). On a CPU these cost nothing; on a GPU
+    each one stalls the queue. `syncs` gives every occurrence, and the copies between devices.
+    """
+    return _record(fn, args, kwargs, per_line=True)
+
+
+def syncs(fn, *args, **kwargs) -> SyncReport:
+    """Every host sync and every copy between devices that `fn(*args, **kwargs)` performs.
+
+    Each occurrence counts (a sync in a loop of n passes is n entries), so the count per pass of
+    a loop can be read off; print(t) is one entry. Device-independent for the syncs: on a CPU it
+    lists what would stall a GPU. Copies between devices are what really ran: on a CPU-only
+    machine there are none unless the code copies to `meta` (tests do). Blocking host<->GPU copies
+    are host syncs too, as `torch.cuda.set_sync_debug_mode("warn")` reports them.
+    """
+    return SyncReport(_record(fn, args, kwargs, per_line=False))
+
+
+__all__ = ["HostSync", "Transfer", "SyncReport", "copy_blocks", "host_syncs", "syncs"]

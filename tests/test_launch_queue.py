@@ -91,3 +91,65 @@ def test_host_syncs_restores_the_tensor_methods():
     before = torch.Tensor.item
     host_syncs(lambda x: x.sum().item(), torch.ones(2))
     assert torch.Tensor.item is before
+
+
+# --- graph replay as one launch: hand-computed cases --------------------------------------------------
+from lessons_lib.launch_queue import Preset, eager_ops, graph_ops, per_step, preset  # noqa: E402
+
+# 1 µs launch, 1 µs shortest kernel, 1 µs gap between eager kernels, none in a graph, 2 µs graph launch
+TOY = Preset("toy", flops=1e12, bandwidth=1e9, source="test", kernel_launch=1e-6, kernel_min=1e-6,
+             stream_gap=1e-6, graph_gap=0.0, graph_launch=2e-6)
+TWO = [("a", 1e-6), ("b", 1e-6)]
+
+
+def test_eager_kernels_pay_dispatch_and_launch_on_the_host_and_a_gap_on_the_device():
+    # host: 3 + 1 = 4 µs per op (0-4, 4-8); device: 1 + 1 µs (4-6, 8-10), idle 6-8
+    t = schedule(eager_ops(TWO, 3e-6, TOY))
+    assert [x for s in t.slots for x in (s.gpu_start, s.gpu_end)] == pytest.approx([4e-6, 6e-6, 8e-6, 10e-6])
+    assert [x for g in t.gaps for x in g] == pytest.approx([6e-6, 8e-6])
+    assert t.total == pytest.approx(10e-6)
+
+
+def test_a_graph_is_one_host_launch_then_the_kernels_back_to_back():
+    # host: 2 µs launch; device: a 2-3, b 3-4 µs
+    t = schedule(graph_ops(TWO, TOY))
+    assert t.cpu_end == pytest.approx(2e-6)
+    assert [x for s in t.slots[1:] for x in (s.gpu_start, s.gpu_end)] == pytest.approx([2e-6, 3e-6, 3e-6, 4e-6])
+    assert t.gaps == []
+
+
+def test_steady_state_per_step_of_a_loop():
+    # eager, 2 steps: host issues 4 ops by 16 µs, the last ends on the device at 18 µs: 9 µs a step.
+    # graph, 2 steps: launches 0-2, 2-4; kernels 2-4 and 4-6: 3 µs a step.
+    assert per_step(eager_ops(TWO, 3e-6, TOY), steps=2) == pytest.approx(9e-6)
+    assert per_step(graph_ops(TWO, TOY), steps=2) == pytest.approx(3e-6)
+
+
+def test_long_kernels_make_the_graph_pointless():
+    # 1 ms kernels: the host is far ahead either way; 2 steps: eager ends at 4 µs + 4 × 1.001 ms
+    long = [("a", 1e-3), ("b", 1e-3)]
+    eager, graph = per_step(eager_ops(long, 3e-6, TOY), steps=2), per_step(graph_ops(long, TOY), steps=2)
+    assert eager == pytest.approx((4e-6 + 4 * 1.001e-3) / 2)
+    assert eager / graph == pytest.approx(1.0, abs=0.01)
+
+
+def test_kernel_seconds_is_the_roofline_time_with_a_floor():
+    assert TOY.kernel_seconds(4e6, 0) == pytest.approx(4e-6)  # 4 MFLOP at 1 TFLOP/s
+    assert TOY.kernel_seconds(0, 5e3) == pytest.approx(5e-6)  # 5 kB at 1 GB/s
+    assert TOY.kernel_seconds(0, 10) == pytest.approx(1e-6)  # never below the shortest kernel
+
+
+def test_presets_come_from_the_datasheet():
+    t4 = preset("T4")
+    assert (t4.flops, t4.bandwidth) == (8.1e12, 320e9)
+    assert "T4" in t4.source
+
+
+def test_an_unknown_preset_is_refused_with_the_known_names():
+    with pytest.raises(ValueError, match="T4"):
+        preset("GTX 480")
+
+
+def test_per_step_refuses_zero_steps():
+    with pytest.raises(ValueError, match="steps"):
+        per_step(eager_ops(TWO, 1e-6, TOY), steps=0)

@@ -1,0 +1,382 @@
+"""CUDA graphs: is a function safe to capture, and (on a GPU) capture and replay done right.
+
+A CUDA graph records the kernels one call launches and replays them with one launch. It records
+kernels, not Python: whatever the host did during capture (read a value, pick a branch, copy
+from host memory, use a Python number) is either refused during capture or frozen into every
+replay. `graph_check(fn, *example_inputs)` runs `fn` on any device (CPU and `meta` included),
+watching at the dispatcher, and lists everything that would break or silently misbehave:
+
+- host syncs (`.item()`, `.cpu()`, `.tolist()`, `print(t)`, `if t:`) and ops whose output size
+  depends on the data (`nonzero`, boolean-mask indexing, `unique`, `masked_select`): capture
+  refuses them ("operation not permitted when stream is capturing");
+- copies between host and device and tensors made from Python data inside the function (a
+  blocking copy is a sync);
+- device synchronizes (`torch.cuda.synchronize()`);
+- Python numbers among the inputs, and optimizers' float learning rates: captured as constants,
+  so a replay keeps using the value seen at capture;
+- shape changes between calls (`also=`): a graph has static shapes, one graph per shape, and
+  control flow that takes another path on another call;
+- optimizer steps of optimizers that have a `capturable` option but were built without it.
+
+The rest of the module needs a real GPU (or the test suite's simulated one): `capture` (static
+inputs, warm-up on a side stream, the graph's private memory pool measured), `try_capture`
+(a failure explained in one sentence, the CUDA context left usable) and feature detection.
+Facts relied on: PyTorch's "CUDA Graphs" notes (docs/source/notes/cuda.rst) and
+torch/cuda/graphs.py; the optimizer check mirrors `_cuda_graph_capture_health_check` in
+torch/optim/optimizer.py.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .syncs import host_syncs
+
+FAILS, SILENT = "fails", "silent"
+# What each kind of hazard does under capture, and what to do instead.
+KINDS = {
+    "host sync": (FAILS, "the host waits for the GPU: capture refuses it",
+                  "log outside the captured region, or keep the value on the device"),
+    "data-dependent shape": (FAILS, "the output size depends on the data, so the host must wait to learn it",
+                             "keep shapes fixed: torch.where / masked_fill / multiply by the mask"),
+    "host↔device copy": (FAILS, "a copy between host and device inside the function (blocking copies sync)",
+                         "make such tensors once, outside, on the device; pass them in"),
+    "device sync": (FAILS, "a synchronize inside the captured region: capture refuses it",
+                    "synchronize outside the captured region"),
+    "optimizer": (FAILS, "this optimizer's step reads its step count on the host unless built with capturable=True",
+                  "build it with capturable=True (and a tensor learning rate if a scheduler changes it)"),
+    "shape change": (FAILS, "a graph has static shapes: a replay cannot take another shape",
+                     "pad to a few fixed shapes, one graph each (reduce-overhead records one per shape)"),
+    "control flow": (SILENT, "another call took another path: a graph replays the path seen at capture",
+                     "make the branch a tensor op (torch.where), or capture one graph per path"),
+    "frozen Python value": (SILENT, "a Python number is baked into the graph: replays keep the value seen at capture",
+                            "pass a 0-dim device tensor and copy_ new values into it"),
+}
+# aten ops whose output size depends on the data (syncs.py counts them as host syncs).
+_SHAPE_OPS = ("nonzero", "masked_select", "unique", "repeat_interleave", "bool mask")
+_HERE = (Path(__file__).name, "syncs.py")
+
+
+@dataclass(frozen=True)
+class Hazard:
+    kind: str  # a key of KINDS
+    what: str  # the op, method or value
+    where: str  # the user's line of code
+    detail: str = ""
+
+    @property
+    def effect(self) -> str:
+        return KINDS[self.kind][0]
+
+    @property
+    def why(self) -> str:
+        return KINDS[self.kind][1] + (f" ({self.detail})" if self.detail else "")
+
+    @property
+    def fix(self) -> str:
+        return KINDS[self.kind][2]
+
+    def __str__(self) -> str:
+        mark = "✗" if self.effect == FAILS else "⚠"
+        return f"{mark} {self.kind}: {self.what} — {self.why}  [{self.where}]"
+
+
+@dataclass
+class GraphReport:
+    """What `graph_check` found: hazards in the order they happened, and whether `fn` ran to the end."""
+
+    hazards: list[Hazard] = field(default_factory=list)
+    ops: int = 0  # aten ops dispatched (first call)
+    error: str = ""  # what `fn` raised, if it did not run to the end (on meta, `.item()` raises)
+
+    @property
+    def kinds(self) -> list[str]:
+        return list(dict.fromkeys(h.kind for h in self.hazards))
+
+    @property
+    def verdict(self) -> str:
+        """"safe", "fails" (capture raises or cannot replay) or "silent" (replays differ from eager)."""
+        effects = {h.effect for h in self.hazards}
+        return FAILS if FAILS in effects else SILENT if SILENT in effects else "safe"
+
+    @property
+    def safe(self) -> bool:
+        return not self.hazards and not self.error
+
+    def summary(self) -> str:
+        head = {"safe": "✓ safe to capture: no host syncs, copies, Python values or shape changes seen",
+                FAILS: "✗ capture would fail (or a replay could not run)",
+                SILENT: "⚠ capture would succeed, but replays would not do what eager does"}[self.verdict]
+        if self.error:
+            head += f"\n  (the function stopped early: {self.error}; hazards after that line are not seen)"
+        return head
+
+    def table(self) -> str:
+        lines = [self.summary()]
+        for h in self.hazards:
+            lines.append(f"  {h}")
+            lines.append(f"      fix: {h.fix}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return self.table()
+
+    def __bool__(self) -> bool:
+        return self.safe
+
+
+def _user_line() -> str:
+    """The innermost frame outside torch and this toolkit: the user's line, as its source text."""
+    for frame in reversed(traceback.extract_stack()):
+        f = frame.filename.replace("\\", "/")
+        if "/torch/" in f or "<frozen" in f or f.endswith(_HERE) or f.endswith("contextlib.py"):
+            continue
+        return (frame.line or "").split("  #")[0].strip() or f"line {frame.lineno}"
+    return "?"
+
+
+class _Watch(TorchDispatchMode):
+    """Copies across devices, tensors made from Python data, and the op sequence (name, shapes)."""
+
+    def __init__(self, hazards: list[Hazard]):
+        super().__init__()
+        self.hazards = hazards
+        self.ops: list[tuple] = []
+        self.in_optimizer = False  # an optimizer's first step makes its state from Python data: not a hazard
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name in ("lift_fresh", "lift_fresh_copy") and not self.in_optimizer:
+            self.hazards.append(Hazard("host↔device copy", "torch.tensor(...) of Python data", _user_line(),
+                                       "on a GPU: a copy from host memory at every call"))
+        elif name in ("_to_copy", "copy_") and args and isinstance(args[0], torch.Tensor):
+            src = args[1] if name == "copy_" and len(args) > 1 else args[0]
+            dst = args[0].device if name == "copy_" else kwargs.get("device") or args[0].device
+            if isinstance(src, torch.Tensor) and src.device.type != torch.device(dst).type:
+                self.hazards.append(Hazard("host↔device copy", f"aten.{name}", _user_line(),
+                                           f"{src.device.type} → {torch.device(dst).type}"))
+        out = func(*args, **kwargs)
+        self.ops.append((name, tuple(tuple(t.shape) for t in _tensors(out))))
+        return out
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for t in x if isinstance(t, torch.Tensor)]
+    return []
+
+
+@contextlib.contextmanager
+def _watch_syncs_and_optimizers(hazards: list[Hazard], watch: _Watch):
+    """Record device synchronizes (without running them) and optimizer steps, for the duration."""
+    from torch.optim import optimizer as optim
+
+    def before_step(opt, _args, _kwargs):
+        watch.in_optimizer = True
+        where = _user_line()
+        name = type(opt).__name__
+        if "capturable" in opt.defaults and not all(g.get("capturable") for g in opt.param_groups):
+            hazards.append(Hazard("optimizer", f"{name}.step() built with capturable=False", where))
+        lr = opt.param_groups[0].get("lr") if opt.param_groups else None
+        if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+            hazards.append(Hazard("frozen Python value", f"{name} lr={lr:g} (a Python float)", where,
+                                  "a scheduler's later changes would not reach replays"))
+
+    def after_step(_opt, _args, _kwargs):
+        watch.in_optimizer = False
+
+    def fake_sync(*_a, **_k):
+        hazards.append(Hazard("device sync", "torch.cuda.synchronize()", _user_line()))
+
+    handles = [optim.register_optimizer_step_pre_hook(before_step), optim.register_optimizer_step_post_hook(after_step)]
+    saved = [(mod, mod.synchronize) for mod in (torch.cuda, getattr(torch, "accelerator", None))
+             if mod is not None and hasattr(mod, "synchronize")]
+    try:
+        for mod, _old in saved:
+            mod.synchronize = fake_sync
+        yield
+    finally:
+        for mod, old in saved:
+            mod.synchronize = old
+        for h in handles:
+            h.remove()
+        watch.in_optimizer = False
+
+
+def _signature(args) -> list:
+    return [(tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else type(a).__name__ for a in args]
+
+
+def _one_call(fn, args, kwargs) -> tuple[list[Hazard], list[tuple], str]:
+    """Run `fn` once, watched: host syncs (syncs.host_syncs, innermost, so it names the user's line),
+    and around it copies, device syncs and optimizer steps. Keeps what was seen if `fn` raises."""
+    hazards: list[Hazard] = []
+    watch = _Watch(hazards)
+    error = [""]
+
+    def run():
+        try:
+            fn(*args, **kwargs)
+        except Exception as err:  # keep what was seen up to here (on meta, .item() raises)
+            error[0] = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}"
+
+    with _watch_syncs_and_optimizers(hazards, watch), watch, contextlib.redirect_stdout(io.StringIO()):
+        found = host_syncs(run)  # what the function prints is not shown: it is checked, not run for output
+    for s in found:
+        kind = "data-dependent shape" if any(k in s.what for k in _SHAPE_OPS) else "host sync"
+        hazards.append(Hazard(kind, s.what, s.where))
+    return hazards, watch.ops, error[0]
+
+
+def graph_check(fn, *example_inputs, also=(), **kwargs) -> GraphReport:
+    """Everything in `fn(*example_inputs)` that would break or silently change under CUDA graph capture.
+
+    Runs `fn` once on the inputs as given (CPU, meta or a GPU; nothing is captured), then once on
+    each argument tuple in `also` (other calls the program will make): a different input shape is
+    a shape change, a different op sequence at the same shapes is control flow a graph would freeze.
+    Each hazard carries the user's line of code, what it does under capture and the fix.
+    """
+    report = GraphReport()
+    for i, a in enumerate(example_inputs):
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            report.hazards.append(Hazard("frozen Python value", f"argument {i} = {a!r}", "the call's arguments"))
+    hazards, ops, report.error = _one_call(fn, example_inputs, kwargs)
+    report.hazards += hazards
+    report.ops = len(ops)
+    for other in also:
+        other = tuple(other) if isinstance(other, (tuple, list)) else (other,)
+        if _signature(other) != _signature(example_inputs):
+            report.hazards.append(Hazard("shape change", f"{_signature(example_inputs)} then {_signature(other)}",
+                                         "the call's arguments"))
+            continue
+        _h, other_ops, _e = _one_call(fn, other, kwargs)
+        if other_ops != ops:
+            first = next((i for i, (a, b) in enumerate(zip(ops, other_ops)) if a != b), min(len(ops), len(other_ops)))
+            report.hazards.append(Hazard("control flow", f"{len(ops)} ops, then {len(other_ops)} ops",
+                                         "the call's arguments", f"they differ from op {first}"))
+    return report
+
+
+# --- on a GPU: capture and replay ---------------------------------------------------------------
+
+
+def has_graphs() -> bool:
+    """torch.cuda.CUDAGraph can be used here (a CUDA build with a GPU; it raises on a CPU-only build)."""
+    return torch.cuda.is_available() and hasattr(torch.cuda, "CUDAGraph") and hasattr(torch.cuda, "graph")
+
+
+def has_graphed_callables() -> bool:
+    return has_graphs() and hasattr(torch.cuda, "make_graphed_callables")
+
+
+def no_graphs_reason() -> str:
+    if not torch.cuda.is_available():
+        return ("No CUDA GPU here: CUDA graphs record GPU kernel launches, so there is nothing to capture. "
+                "The model and the recorded figures below stand in.")
+    if not hasattr(torch.cuda, "CUDAGraph"):
+        return "This torch has no torch.cuda.CUDAGraph: upgrade torch to use CUDA graphs."
+    return ""
+
+
+def _memory() -> int:
+    return torch.cuda.memory_reserved()
+
+
+@dataclass
+class Captured:
+    """One captured graph, its static inputs and outputs. `replay(*inputs)` copies the inputs into
+    the static buffers and replays; it returns the static outputs, which the next replay
+    overwrites: clone what you keep."""
+
+    graph: object
+    static_inputs: tuple
+    static_outputs: object
+    capture_seconds: float
+    pool_bytes: int  # memory reserved by capture (the graph's private pool), measured
+
+    def replay(self, *inputs):
+        with torch.no_grad():  # the static inputs may be leaves that require grad
+            for dst, src in zip(self.static_inputs, inputs):
+                if isinstance(dst, torch.Tensor) and src is not dst:
+                    if tuple(src.shape) != tuple(dst.shape):
+                        raise ValueError(f"A graph has static shapes: captured with {tuple(dst.shape)}, "
+                                         f"called with {tuple(src.shape)}. Capture one graph per shape.")
+                    dst.copy_(src)
+        self.graph.replay()
+        return self.static_outputs
+
+
+def _static_copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy the graph owns, keeping requires_grad and a gradient already there (an optimizer's input)."""
+    out = t.detach().clone().requires_grad_(t.requires_grad)
+    if t.grad is not None:
+        out.grad = t.grad.detach().clone()
+    return out
+
+
+def capture(fn, *inputs, warmup: int = 3) -> Captured:
+    """Capture `fn(*inputs)` as PyTorch's notes describe: static copies of the inputs, a few
+    warm-up calls on a side stream (lazy initialisation, autograd's buffers), then capture.
+    Raises what capture raises; `try_capture` turns that into a sentence."""
+    if not has_graphs():
+        raise ValueError(no_graphs_reason())
+    static = tuple(_static_copy(t) if isinstance(t, torch.Tensor) else t for t in inputs)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn(*static)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    before = _memory()
+    t0 = time.perf_counter()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(*static)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    return Captured(graph, static, out, seconds, _memory() - before)
+
+
+def try_capture(fn, *inputs, warmup: int = 3) -> tuple[Captured | None, str]:
+    """(Captured, "") or (None, one sentence saying why capture failed and which hazard caused it).
+    After a failure the CUDA context is checked with a synchronize, so later cells still run."""
+    try:
+        return capture(fn, *inputs, warmup=warmup), ""
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+    with contextlib.suppress(Exception):
+        torch.cuda.synchronize()  # the failed capture has ended; the stream is usable again
+    found = graph_check(fn, *inputs)
+    cause = f" The likely cause: {found.hazards[0].kind}, {found.hazards[0].what} [{found.hazards[0].where}]." \
+        if found.hazards else ""
+    return None, f"Capture failed ({first}).{cause}"
+
+
+def reduce_overhead_problem(device="cuda") -> str | None:
+    """Why torch.compile(mode="reduce-overhead") cannot be used here, or None. On a CPU it runs,
+    but records no graphs at all (CUDA graphs are a GPU feature)."""
+    from . import compiling
+
+    if torch.device(device).type != "cuda":
+        return "On a CPU, mode='reduce-overhead' compiles but uses no CUDA graphs: there is nothing to replay."
+    if not hasattr(torch, "compile") or not hasattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin"):
+        return "This torch has no torch.compile with cudagraph_mark_step_begin: upgrade torch."
+    return compiling.problem(device)
+
+
+__all__ = ["Hazard", "GraphReport", "KINDS", "graph_check", "has_graphs", "has_graphed_callables",
+           "no_graphs_reason", "Captured", "capture", "try_capture", "reduce_overhead_problem"]
