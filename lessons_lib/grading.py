@@ -91,6 +91,15 @@ def call_reader(fn, *inputs, limit: float | None = None):
     return result, None
 
 
+def call_for_tensor(fn, *inputs, shape: tuple, shape_name: str = "", limit: float | None = None):
+    """`call_reader`, then insist on a tensor of `shape`: (result, problem) as call_reader gives."""
+    out, problem = call_reader(fn, *inputs, limit=limit)
+    if problem is None and not isinstance(out, torch.Tensor):
+        problem = f"your function returned {type(out).__name__}, not a tensor"
+    if problem is None and tuple(out.shape) != tuple(shape):
+        problem = f"output shape {tuple(out.shape)}, expected {shape_name + ' = ' if shape_name else ''}{tuple(shape)}"
+    return out, problem
+
 def analyse_reader(analyse, make_inputs, limit: float | None = None):
     """Run a structural analysis (op trace, saved-tensor ledger) of the reader's code.
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from . import device as _device
 from . import results, roofline
-from .grading import Verdict, analyse_reader, call_reader, rel_error
+from .grading import Verdict, analyse_reader, call_for_tensor, call_reader, rel_error
 from .lesson import Lesson, Param, Variant
 from .trace import COPY_OPS, trace_ops
 from .widgets import Explorer
@@ -191,11 +191,7 @@ def check_exercise(fn) -> Verdict:
     for B, T, D, H, Dh in EXERCISE_SHAPES:
         x, W = torch.randn(B, T, D, generator=gen), torch.randn(H, Dh, D, generator=gen) / D**0.5
         ref = exercise_reference(x, W)  # from the inputs as they are before the reader's code runs
-        out, problem = call_reader(fn, x, W)
-        if problem is None and not isinstance(out, torch.Tensor):
-            problem = f"your function returned {type(out).__name__}, not a tensor"
-        if problem is None and tuple(out.shape) != tuple(ref.shape):
-            problem = f"output shape {tuple(out.shape)}, expected (B, H, T, Dh) = {tuple(ref.shape)}"
+        out, problem = call_for_tensor(fn, x, W, shape=ref.shape, shape_name="(B, H, T, Dh)")
         if problem:
             v.check(f"runs and returns (B, H, T, Dh) at B, T, D, H, Dh = {B}, {T}, {D}, {H}, {Dh}", False, problem)
             return v

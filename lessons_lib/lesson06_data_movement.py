@@ -23,7 +23,7 @@ import torch.nn as nn
 from . import memory, results, roofline, timing, transfers
 from . import device as _device
 from .display import text_table
-from .grading import Verdict, analyse_reader, call_reader, rel_error
+from .grading import Verdict, analyse_reader, call_for_tensor, call_reader, rel_error
 from .lesson import Lesson, Param, Variant
 from .syncs import syncs
 from .timing import fmt_time
@@ -714,11 +714,7 @@ def check_exercise(fn) -> Verdict:
     for n, rows, cols in EXERCISE_SHAPES:
         pieces = _exercise_pieces(n, rows, cols, gen)
         ref = exercise_reference(*pieces)  # from the pieces before the reader's code runs
-        out, problem = call_reader(fn, *pieces)
-        if problem is None and not isinstance(out, torch.Tensor):
-            problem = f"your function returned {type(out).__name__}, not a tensor"
-        if problem is None and tuple(out.shape) != tuple(ref.shape):
-            problem = f"output shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+        out, problem = call_for_tensor(fn, *pieces, shape=ref.shape)
         if problem:
             v.check(f"runs and returns ({n}·rows, cols) for {n} pieces of {rows} × {cols}", False, problem)
             return v

@@ -14,14 +14,6 @@ from lessons_lib.lesson import Variant
 SMALL = {"batch": 2, "groups": 4, "group_size": 8, "length": 5}
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(autouse=True)
 def fresh_cache():
     GL.clear_cache()

@@ -14,15 +14,6 @@ from lessons_lib.lesson import Variant
 SMALL = {"width": 64, "batch": 32, "layers": 2}
 
 
-@pytest.fixture
-def one_thread():
-    """For tests that time things only to check plumbing (a busy 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _boom(*args, **kwargs):
     raise AssertionError("allocated inputs for a shape that should have been refused first")
 

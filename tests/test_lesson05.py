@@ -1,13 +1,12 @@
 """Lesson 05 (CUDA graphs, seed 003): the launch model's shape, the reported tables, the GPU paths
 explained on a CPU, the exercise checker, and the gpu claim tests with bars derived from the model."""
 import dataclasses
-import math
 
 import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from lessons_lib import graphs, launch_queue, timing
+from lessons_lib import launch_queue
 from lessons_lib import lesson05_cuda_graphs as L
 
 CUDA = torch.cuda.is_available()
@@ -20,14 +19,6 @@ def _simulated_host_cache(monkeypatch):
     """torch.cuda.graph calls torch._C._host_emptyCache, absent in a CPU-only build (requested from simgpu)."""
     if SIMULATED and not hasattr(torch._C, "_host_emptyCache"):
         monkeypatch.setattr(torch._C, "_host_emptyCache", lambda: None, raising=False)
-
-
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # --- correctness and the step's kernels ----------------------------------------------------------------

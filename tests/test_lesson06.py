@@ -12,15 +12,6 @@ SIMULATED = getattr(torch.cuda, "_course_simulated", None)
 REAL_GPU = torch.cuda.is_available() and not SIMULATED
 
 
-@pytest.fixture
-def one_thread():
-    """For tests that time things only to check plumbing (a busy 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _boom(*args, **kwargs):
     raise AssertionError("allocated inputs for a shape that should have been refused first")
 

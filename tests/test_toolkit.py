@@ -303,3 +303,15 @@ def test_bf16_is_refused_on_a_gpu_without_bf16_hardware(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Tesla T4")
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
     assert "no bfloat16 hardware" in device.dtype_problem(torch.bfloat16, torch.device("cuda"))
+
+
+def test_call_for_tensor_turns_wrong_returns_into_one_line():
+    from lessons_lib.grading import call_for_tensor
+
+    out, problem = call_for_tensor(lambda x: x * 2, torch.ones(2, 3), shape=(2, 3))
+    assert problem is None
+    assert torch.equal(out, torch.full((2, 3), 2.0))
+    _, problem = call_for_tensor(lambda x: x.tolist(), torch.ones(2, 3), shape=(2, 3))
+    assert problem == "your function returned list, not a tensor"
+    _, problem = call_for_tensor(lambda x: x.t(), torch.ones(2, 3), shape=(2, 3), shape_name="(B, N)")
+    assert problem == "output shape (3, 2), expected (B, N) = (2, 3)"
