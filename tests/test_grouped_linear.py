@@ -1,6 +1,7 @@
 """GroupedLinear (lessons_lib/grouped_linear.py): the drop-in answer to forum seed 002."""
 import io
 import math
+import types
 
 import pytest
 import torch
@@ -232,13 +233,24 @@ def test_auto_tunes_once_per_shape_and_reuses_the_cache(monkeypatch):
     assert all(c.strategy in c.medians and c.medians[c.strategy] == min(c.medians.values()) for c in choices)
 
 
-def test_auto_tuning_stays_inside_its_budget():
-    layer = GroupedLinear(32, 32, 32)
-    x = torch.randn(256, 1024, requires_grad=True)
-    layer(x)
-    choice = next(iter(GL.cache().values()))
-    assert choice.seconds <= 2.0  # the course's bar for one new shape on this CPU (budget 1.5 s + set-up)
+def test_auto_tuning_splits_its_budget_between_the_strategies(monkeypatch):
+    # Device-independent: on a fake clock where every measurement uses all the max_time it is given,
+    # the tuner's measurements end inside TUNE_BUDGET_S (plus a 10 ms floor per strategy). The
+    # wall-clock bar (<= 2 s per new shape on the 2-core CPU) is a recorded target (lesson 03's
+    # targets(), from "tuning_seconds"), not a timed unit test.
+    clock = [0.0]
+    real = timing.measure
 
+    def takes_all_it_is_given(fn, *args, **kwargs):
+        clock[0] += kwargs["max_time"]
+        return real(fn, *args, **{**kwargs, "min_run_time": 0.001, "max_time": 0.01})
+
+    monkeypatch.setattr(timing, "measure", takes_all_it_is_given)
+    monkeypatch.setattr(GL, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))  # GL's clock only
+    GroupedLinear(8, 8, 8)(torch.randn(16, 64, requires_grad=True))
+    n = len(next(iter(GL.cache().values())).medians)
+    assert n >= 3
+    assert clock[0] <= GL.TUNE_BUDGET_S + 0.01 * n
 
 def test_explain_prints_the_timings_it_saw():
     layer = GroupedLinear(4, 8, 8)
