@@ -144,6 +144,10 @@ class Verdict:
         else:
             self.check(name, ok, detail)
 
+    def on_every_machine(self) -> "Verdict":
+        """This verdict without its [GPU] lines: the part that reads the same on every machine."""
+        return Verdict(self.title, [c for c in self.checks if not c[0].startswith(GPU_TAG)])
+
     @property
     def passed(self) -> bool:
         return all(ok is not False for _n, ok, _d in self.checks) and any(ok for _n, ok, _d in self.checks)

@@ -55,6 +55,42 @@ class Peaks:
         parts = self.terms(work)
         return max(parts, key=parts.get)
 
+    def runner_up(self, work: Work) -> tuple[str, float]:
+        """The second-largest bound and its size as a fraction of the floor (0 when the floor is 0):
+        near 1, the call sits close to the boundary between two regimes."""
+        parts = sorted(self.terms(work).items(), key=lambda kv: kv[1], reverse=True)
+        top = parts[0][1]
+        return parts[1][0], (parts[1][1] / top if top > 0 else 0.0)
+
+    def regime_words(self, work: Work, close: float = 0.5) -> str:
+        """The regime in words ("memory-bound"), with the runner-up named when its bound is at least
+        `close` of the floor ("memory-bound, overhead close behind (0.8×)"): a measurement there may
+        go either way."""
+        words = REGIME_WORDS[self.regime(work)]
+        other, frac = self.runner_up(work)
+        return f"{words}, {other} close behind ({frac:.2f}×)" if frac >= close else words
+
+
+# What each regime is called in prose, and what helps in it.
+REGIME_WORDS = {"overhead": "overhead-bound", "memory": "memory-bound", "compute": "compute-bound"}
+REGIME_REMEDY = {
+    "overhead": "fewer, fatter ops: fuse (torch.compile), batch more work per call, CUDA graphs",
+    "memory": "fewer bytes: fuse elementwise chains, avoid temporaries and copies, smaller dtypes",
+    "compute": "fewer or cheaper FLOPs: tensor cores (TF32, fp16/bf16), a better algorithm",
+}
+
+
+def regime_spans(values, regimes: list[str]) -> str:
+    """One variant's regimes across a sweep, as runs of equal regime: "overhead-bound at 16–32,
+    memory-bound at 64–512" (`values`: the swept values; `regimes`: Peaks.regime at each)."""
+    spans: list[tuple[str, object, object]] = []
+    for v, r in zip(values, regimes):
+        if spans and spans[-1][0] == r:
+            spans[-1] = (r, spans[-1][1], v)
+        else:
+            spans.append((r, v, v))
+    return ", ".join(f"{REGIME_WORDS.get(r, r)} at {a}" + (f"–{b}" if b != a else "") for r, a, b in spans)
+
 
 # Datasheet peaks, dense (no sparsity). Per GPU: TFLOP/s fp32 (CUDA cores), TF32 tensor cores
 # (None: no TF32), fp16 tensor cores, bf16 tensor cores (None: no bf16 hardware), memory GB/s.
@@ -135,6 +171,8 @@ def overhead(device: torch.device | str, dtype: torch.dtype = torch.float32) -> 
 
 
 _measured: dict[tuple, Peaks] = {}
+# Side of the square matmul that measures the peak: big enough to fill a GPU's SMs (and a CPU's cores).
+PEAK_MATMUL_N = {"cuda": 8192, "cpu": 1024}
 
 
 def _copy_elements(dev: torch.device) -> int:
@@ -150,8 +188,7 @@ def measure_peaks(device: torch.device | str, dtype: torch.dtype = torch.float32
     key = (dev.type, dev.index, dtype, torch.get_float32_matmul_precision(), _tf32_on())
     if key in _measured:
         return _measured[key]
-    gpu = dev.type == "cuda"
-    n = 8192 if gpu else 1024
+    n = PEAK_MATMUL_N.get(dev.type, PEAK_MATMUL_N["cpu"])
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
     t_mm = timing.measure(torch.mm, a, b, label="peak matmul", min_run_time=0.3)

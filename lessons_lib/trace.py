@@ -356,13 +356,21 @@ def on_meta(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     )
 
 
+def profiler_sees_cuda() -> bool:
+    """Whether this torch's profiler can record GPU kernels (a CPU-only build cannot)."""
+    from torch.profiler import ProfilerActivity, supported_activities
+
+    return ProfilerActivity.CUDA in supported_activities()
+
+
 def kernels(fn, *args, warmup: int = 1, **kwargs) -> list[str] | None:
-    """Names of the GPU kernels one call of `fn` launches, or None when not on CUDA.
+    """Names of the GPU kernels one call of `fn` launches, or None when not on CUDA or when the
+    profiler cannot see CUDA (`profiler_sees_cuda`).
 
     Warm-up runs first so that one-time work (cuBLAS handles, autotuning) is not counted.
     """
     tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-    if not tensors or tensors[0].device.type != "cuda":
+    if not tensors or tensors[0].device.type != "cuda" or not profiler_sees_cuda():
         return None
     from torch.profiler import ProfilerActivity, profile
 

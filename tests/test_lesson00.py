@@ -199,8 +199,9 @@ def test_the_harness_itself_passes_when_it_waits():
     (mean_not_median, "rare outliers"),
 ])
 def test_each_mistake_fails_exactly_its_own_check(bench, fails):
+    # The machine-independent lines only: the [GPU] line's outcome is a claim test's business.
     v = L.check_exercise(bench)
-    failed = [name.split(":")[0] for name, ok, _d in v.checks if ok is False]
+    failed = [name.split(":")[0] for name, ok, _d in v.on_every_machine().checks if ok is False]
     if bench is first_call_only:  # a single call is at the mercy of noise: other lines may fail too
         assert fails in failed, str(v)
     else:
@@ -210,10 +211,10 @@ def test_each_mistake_fails_exactly_its_own_check(bench, fails):
 
 def test_checker_explains_units_errors_and_wrong_arguments():
     v = L.check_exercise(in_milliseconds)
-    assert all("milliseconds" in d for _n, ok, d in v.checks if ok is False)
+    assert all("milliseconds" in d for _n, ok, d in v.on_every_machine().checks if ok is False)
     assert not v.passed
     v = L.check_exercise(lambda fn, sync: 1 / 0)
-    assert all("ZeroDivisionError" in d for _n, ok, d in v.checks if ok is False)
+    assert all("ZeroDivisionError" in d for _n, ok, d in v.checks if ok is False)  # the [GPU] line too
     assert not v.passed
     v = L.check_exercise(lambda fn, sync: None)
     assert not v.passed
@@ -227,8 +228,10 @@ def test_checker_stops_a_benchmark_that_never_ends():
             fn()
 
     v = L.check_exercise(forever)
-    assert all("more than" in d for _n, ok, d in v.checks if ok is False)
-    assert sum(ok is False for _n, ok, _d in v.checks) == 3
+    assert all("more than" in d for _n, ok, d in v.checks if ok is False)  # calls capped, on a GPU too
+    assert sum(ok is False for _n, ok, _d in v.on_every_machine().checks) == 3
+    if torch.cuda.is_available():  # the real-matmul line is capped the same way, so it cannot hang
+        assert v.checks[-1][1] is False, str(v)
 
 
 # --- the demos and the record command ----------------------------------------------------------

@@ -271,6 +271,16 @@ def test_verdict():
     assert not Verdict("empty").passed
 
 
+def test_a_verdict_on_every_machine_drops_only_the_gpu_lines():
+    v = Verdict("x")
+    v.check("correct", True)
+    v.on_gpu("fast enough", False, "0.4×")
+    assert not v.passed
+    portable = v.on_every_machine()
+    assert portable.passed and [n for n, _ok, _d in portable.checks] == ["correct"]
+    assert len(v.checks) == 2  # the original keeps its [GPU] line
+
+
 def test_an_old_torch_gets_a_clear_message(monkeypatch):
     import sys
 

@@ -208,7 +208,22 @@ def _calls(profile: Profile) -> dict:
         "mem_get_info": lambda device=None: (a.capacity - a.reserved, a.capacity),
         "manual_seed": lambda seed: None, "manual_seed_all": lambda seed: None, "seed": lambda: None,
         "seed_all": lambda: None,
+        # Random numbers on the simulated device come from the CPU generator (values live on the CPU);
+        # Dynamo saves and restores the CUDA generator's state around every frame it compiles.
+        "get_rng_state": lambda device="cuda": torch.zeros(16, dtype=torch.uint8),
+        "set_rng_state": lambda new_state, device="cuda": None,
+        "get_rng_state_all": lambda: [torch.zeros(16, dtype=torch.uint8)],
+        "set_rng_state_all": lambda new_states: None,
     }
+
+
+def _c_functions() -> dict:
+    """The few torch._C CUDA entry points that torch's own Python code calls directly (Dynamo asks
+    for the current device; torch.cuda.graph empties the pinned-host cache): a CPU-only build lacks
+    them, and the simulated machine has one device and no pinned-host cache to empty. Not
+    `_cuda_getDeviceCount`: torch takes its presence to mean a CUDA build (`torch.cuda._is_compiled`)
+    and would then import CUDA-only symbols that a CPU build does not have."""
+    return {"_cuda_getDevice": lambda: 0, "_host_emptyCache": lambda: None}
 
 
 def activate(profile: Profile) -> None:
@@ -219,9 +234,13 @@ def activate(profile: Profile) -> None:
     tensors.register()
     for name, value in _calls(profile).items():
         setattr(torch.cuda, name, value)
+    for name, value in _c_functions().items():
+        if not hasattr(torch._C, name):
+            setattr(torch._C, name, value)
     torch.cuda.memory.memory_allocated = torch.cuda.memory_allocated
     torch.cuda.graphs.graph_pool_handle = torch.cuda.graph_pool_handle
     torch.cuda.graphs._cuda_isCurrentStreamCapturing = _is_capturing
     torch.cuda.graphs.is_current_stream_capturing = _is_capturing
-    torch.accelerator.synchronize = synchronize
+    # A function of its own: Dynamo registers a handler per function object and refuses the same one twice.
+    torch.accelerator.synchronize = lambda device=None: synchronize(device)
     torch.cuda._course_simulated = profile.key  # what tests check to know they run under simulation
