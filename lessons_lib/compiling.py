@@ -225,6 +225,9 @@ class Compiled:
         return self.fn is not None and self.problem is None
 
     def __str__(self) -> str:
+        if self.fn is not None and self.problem:  # compiled, then failed (at another shape, say)
+            return (f"torch.compile (backend {self.backend!r}) compiled in {self.cold_s:.1f} s, then: "
+                    f"{self.problem}")
         if not self.ok:
             return f"torch.compile was not run: {self.problem}"
         return f"torch.compile (backend {self.backend!r}): first call, tracing and compiling, took {self.cold_s:.1f} s"

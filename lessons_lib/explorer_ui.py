@@ -41,7 +41,8 @@ def slider_values(lo: int, hi: int, default: int) -> list[int] | None:
 
 
 class ExplorerUI:
-    """Mixin for `widgets.Explorer`; needs its run/sweep/replay/estimate and `lesson`, `device`."""
+    """Mixin for `widgets.Explorer`; needs its run/sweep/replay/estimate, its regime_line/regime_table/
+    sweep_regimes/replay_regimes, and `lesson`, `device`."""
 
     _ui = None
     _worker: threading.Thread | None = None
@@ -218,8 +219,10 @@ class ExplorerUI:
 
     def _do_run(self):
         run, fig = self.run(self.dtype_w.value, self.device_w.value, stop=self._stop.is_set, **self._params())
-        self._done_note = _noise_line(list(run.timings.values()))
-        return [fig, run.table(self.lesson.baseline)] + ([run.metrics_table()] if run.metrics else [])
+        notes = [_line(self.regime_line(run), "#333"), _noise_line(list(run.timings.values()))]
+        self._done_note = "<br>".join(n for n in notes if n)
+        return ([fig, run.table(self.lesson.baseline), self.regime_table(run)]
+                + ([run.metrics_table()] if run.metrics else []))
 
     def _do_sweep(self):
         def step(i, n):
@@ -229,13 +232,14 @@ class ExplorerUI:
         sw, fig = self.sweep(self.sweep_w.value, dtype=self.dtype_w.value, device=self.device_w.value,
                              on_step=step, stop=self._stop.is_set, **self._params())
         self._done_note = _noise_line([t for r in sw.runs for t in r.timings.values()])
-        return [fig]
+        return [fig, self.sweep_regimes(sw)]
 
     def _do_replay(self):
         if self.source_w.value == THIS_MACHINE:
             return ["Press Run or Sweep to measure on this machine."]
         rec = self._recorded[self.source_w.value]
-        return [rec.label(), rec.figure_note(), *self.replay(rec)]
+        regimes = self.replay_regimes(rec)
+        return [rec.label(), rec.figure_note(), *self.replay(rec), *([regimes] if regimes else [])]
 
 
 def _noise_line(timings) -> str:

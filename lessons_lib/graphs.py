@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .grading import TimeLimit
 from .syncs import host_syncs
 
 FAILS, SILENT = "fails", "silent"
@@ -230,6 +231,8 @@ def _one_call(fn, args, kwargs) -> tuple[list[Hazard], list[tuple], str]:
     def run():
         try:
             fn(*args, **kwargs)
+        except TimeLimit:  # a checker's time limit: the caller turns it into a verdict line
+            raise
         except Exception as err:  # keep what was seen up to here (on meta, .item() raises)
             error[0] = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}"
 
@@ -282,12 +285,22 @@ def has_graphed_callables() -> bool:
     return has_graphs() and hasattr(torch.cuda, "make_graphed_callables")
 
 
+def graphed_callables_problem() -> str | None:
+    """Why torch.cuda.make_graphed_callables cannot be used here, or None."""
+    if not has_graphs():
+        return no_graphs_reason()
+    if not hasattr(torch.cuda, "make_graphed_callables"):
+        return (f"This torch ({torch.__version__}) has no torch.cuda.make_graphed_callables: upgrade torch "
+                "(the course needs 2.9 or newer); a graph captured by hand (torch.cuda.graph) still works.")
+    return None
+
+
 def no_graphs_reason() -> str:
     if not torch.cuda.is_available():
         return ("No CUDA GPU here: CUDA graphs record GPU kernel launches, so there is nothing to capture. "
                 "The model and the recorded figures below stand in.")
-    if not hasattr(torch.cuda, "CUDAGraph"):
-        return "This torch has no torch.cuda.CUDAGraph: upgrade torch to use CUDA graphs."
+    if not hasattr(torch.cuda, "CUDAGraph") or not hasattr(torch.cuda, "graph"):
+        return f"This torch ({torch.__version__}) has no torch.cuda.CUDAGraph: upgrade torch to use CUDA graphs."
     return ""
 
 
@@ -356,6 +369,10 @@ def try_capture(fn, *inputs, warmup: int = 3) -> tuple[Captured | None, str]:
     After a failure the CUDA context is checked with a synchronize, so later cells still run."""
     try:
         return capture(fn, *inputs, warmup=warmup), ""
+    except TimeLimit:  # a checker's time limit: end cleanly, then let the checker say so
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+        raise
     except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
     with contextlib.suppress(Exception):
@@ -374,9 +391,10 @@ def reduce_overhead_problem(device="cuda") -> str | None:
     if torch.device(device).type != "cuda":
         return "On a CPU, mode='reduce-overhead' compiles but uses no CUDA graphs: there is nothing to replay."
     if not hasattr(torch, "compile") or not hasattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin"):
-        return "This torch has no torch.compile with cudagraph_mark_step_begin: upgrade torch."
+        return (f"This torch ({torch.__version__}) has no torch.compile with cudagraph_mark_step_begin, so no "
+                "mode='reduce-overhead': upgrade torch (the course needs 2.9 or newer).")
     return compiling.problem(device)
 
 
 __all__ = ["Hazard", "GraphReport", "KINDS", "graph_check", "has_graphs", "has_graphed_callables",
-           "no_graphs_reason", "Captured", "capture", "try_capture", "reduce_overhead_problem"]
+           "graphed_callables_problem", "no_graphs_reason", "Captured", "capture", "try_capture", "reduce_overhead_problem"]

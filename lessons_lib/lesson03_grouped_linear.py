@@ -610,37 +610,20 @@ def grid_table(grid: Grid) -> str:
     return text_table(rows) + note
 
 
-def _heatmap(grid: Grid, title: str = ""):
-    """TOOLKIT CANDIDATE (plots.heatmap, requested): the winner at each (groups, group size), coloured by
-    variant, annotated with the loop's time over the winner's."""
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Patch
-
+def heatmap(grid: Grid, title: str = ""):
+    """The crossover map: the winner at each (groups, group size), coloured by variant, annotated with
+    the loop's time over the winner's."""
     from . import plots
 
     names = list(grid.medians)
-    colors = plots.variant_colors([v.name for v in with_variants(LESSON, auto=True).variants])
-    wins = grid.winners()
-    idx = [[names.index(w) for w in row] for row in wins]
-    fig, ax = plt.subplots(figsize=(1.4 + 1.1 * len(grid.sizes), 1.2 + 0.7 * len(grid.groups)), layout="constrained")
-    ax.imshow(idx, cmap=ListedColormap([colors.get(n, "gray") for n in names]), vmin=-0.5, vmax=len(names) - 0.5,
-              aspect="auto")
+    order = [v.name for v in with_variants(LESSON, auto=True).variants]
+    order += [n for n in names if n not in order]
     loop_r = grid.ratio("loop (SlowGroups)") if "loop (SlowGroups)" in names else None
-    for i in range(len(grid.groups)):
-        for j in range(len(grid.sizes)):
-            txt = f"loop {loop_r[i][j]:.1f}×" if loop_r else ""
-            ax.text(j, i, txt, ha="center", va="center", fontsize=7, color="white")
-    ax.set_xticks(range(len(grid.sizes)), [str(s) for s in grid.sizes])
-    ax.set_yticks(range(len(grid.groups)), [str(g) for g in grid.groups])
-    ax.set_xlabel("group size (features per group)")
-    ax.set_ylabel("groups")
-    ax.set_title(title or f"fastest variant ({'training step' if grid.training else 'forward'}, {grid.device})",
-                 fontsize=9)
-    present = sorted({w for row in wins for w in row}, key=names.index)
-    ax.legend(handles=[Patch(color=colors.get(n, "gray"), label=n) for n in present], fontsize=7,
-              loc="upper left", bbox_to_anchor=(1.01, 1))
-    return fig
+    notes = [[f"loop {r:.1f}×" for r in row] for row in loop_r] if loop_r else None
+    return plots.winner_map(grid.groups, grid.sizes, grid.winners(), order, notes,
+                            xlabel="group size (features per group)", ylabel="groups",
+                            title=title or f"fastest variant ({'training step' if grid.training else 'forward'}, "
+                                           f"{grid.device})")
 
 
 def recorded_grids(kind: str = "training") -> list[tuple[str, Grid]]:
@@ -838,5 +821,5 @@ __all__ = ["KEY", "LESSON", "TRAIN_LESSON", "THREAD_SHAPE", "THREAD_REPORTED", "
            "with_variants", "explorer", "thread_models", "reproduce", "reproduce_summary", "reported_table",
            "look_inside", "copies_table", "gemm_shapes", "conv_backend", "optimizer_ops", "optimizer_timings",
            "loop_graphs", "loop_rows", "compile_loop", "check_all", "grouped_mm_report", "grouped_mm_trace",
-           "stack_module_state_pitfall", "Grid", "crossover_grid", "grid_table", "recorded_grids", "record",
+           "stack_module_state_pitfall", "Grid", "crossover_grid", "grid_table", "heatmap", "recorded_grids", "record",
            "targets", "exercise_starter", "exercise_loop", "check_exercise"]

@@ -14,6 +14,7 @@ is the thread's comparison. Shapes: x (batch, width), W (layers, width, width), 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 import torch.nn as nn
@@ -28,26 +29,7 @@ from .timing import fmt_time
 from .trace import on_meta, trace_ops
 from .widgets import Explorer
 
-# What the thread reported (figures as posted; the GPUs are not named in the thread).
-THREAD_RUNS = [  # (width, iterations, Linear seconds, PseudoLinear seconds): the poster's tqdm totals
-    (160, 400, 38.16433668136597, 35.41974401473999),
-    (1024, 40, 65.22167682647705, 21.476550817489624),
-]
-THREAD_TABLES = {  # width -> PseudoLinear speed-up over Linear, as posted in replies (no batch given)
-    "GPU A (not named in the thread)": {128: 0.9691576570785311, 256: 0.9655162001068844,
-                                        512: 1.0440890002830863, 1024: 1.1333492156383425,
-                                        2048: 1.1409784764893438, 4096: 2.3043928215624705,
-                                        8192: 7.894285981654935, 16384: 31.74388522870358,
-                                        24576: 69.13806393385168},
-    "GPU B (not named in the thread)": {128: 0.6435953703453665, 256: 0.9463080602107735,
-                                        512: 0.4413361923750669, 1024: 1.5441994530390386,
-                                        2048: 3.5002745561894955, 4096: 15.720719325990684,
-                                        6144: 34.979133409494324},
-    "GPU B with CUDA graphs (make_graphed_callables)": {128: 0.8964585760691058, 256: 1.056850138382113,
-                                                        512: 1.7432108905596932, 1024: 3.1071983489860946,
-                                                        2048: 8.761643700438167, 4096: 32.27259183628145,
-                                                        6144: 68.84583575358431},
-}
+LESSON_KEY = "04_launch_overhead"  # also the key of the thread's reported figures in lessons_lib/reference
 THREAD_SHAPE = {"width": 160, "batch": 32768, "layers": 4}  # width: the question; batch: the fixing reply; depth ours
 
 def _measure(fn, *args, label: str, min_run_time: float, max_time: float = 1.0) -> timing.Timing:
@@ -149,26 +131,16 @@ def _prepare_compiled(fn, *inputs):
     return c.fn
 
 
-def _regime_metrics(fn, *inputs) -> dict[str, float]:
-    """The three roofline bounds of one call, in µs: the largest names the regime (see `regimes`)."""
-    dev = inputs[0].device
-    original = getattr(fn, "_torchdynamo_orig_callable", None)
-    if original is not None and len(inputs) == 4:
-        work = _fused_work(*inputs)  # a compiled forward: what one fused kernel must do
-    else:
-        work = roofline.Work.of(_as_call(original or fn, inputs), *on_meta(*inputs))
-    terms = regime_terms(work, peaks(dev, inputs[0].dtype))
-    return {f"{k} bound (µs)": v * 1e6 for k, v in terms.items()}
-
-
 def _fused_work(x, W, w, b) -> roofline.Work:
     """PseudoLinear's forward as one fused kernel: read x, w and b once, write the output once."""
     moved = (2 * x.numel() + w.numel() + b.numel()) * x.element_size()
     return roofline.Work(flops=0, bytes=moved, launches=1)
 
 
-def _as_call(fn, inputs):
-    return (lambda *a: train_step(fn, *a)) if len(inputs) == 5 else fn
+def compiled_work(params: dict, dtype=torch.float32) -> dict[str, roofline.Work]:
+    """The explorer's work for the compiled forward: one fused kernel (the op trace of its `fn` sees
+    eager PseudoLinear's ops). Traced on meta: nothing allocated."""
+    return {"compiled": _fused_work(*on_meta(*make_inputs(params, torch.device("meta"), dtype)))}
 
 
 PARAMS = [
@@ -189,7 +161,7 @@ EAGER_VARIANTS = [
 
 
 LESSON = Lesson(
-    key="04_launch_overhead",
+    key=LESSON_KEY,
     title="Linear vs PseudoLinear: overhead, memory, compute",
     params=PARAMS,
     variants=EAGER_VARIANTS,
@@ -201,12 +173,16 @@ LESSON = Lesson(
     odd_shapes=ODD_SHAPES,
 )
 
+MUL_ADD_INPLACE = Variant("mul + add_", mul_add_inplace, "in place where autograd allows")
+# Every eager rewrite, forward only: what the float64 check and the by-hand table cover (the explorer and
+# the recorded results keep to LESSON's three).
+FORWARD_FIXES = dataclasses.replace(LESSON, variants=[*EAGER_VARIANTS, MUL_ADD_INPLACE])
 TRAIN_LESSON = dataclasses.replace(
     LESSON, key="04_launch_overhead_train", title="Linear vs PseudoLinear, training step",
     make_inputs=make_train_inputs, peak_bytes=train_peak_bytes, step=train_step,
     # dW sums over the batch
     reduction=lambda p: max(p["layers"], p["batch"]),
-    variants=[*EAGER_VARIANTS, Variant("mul + add_", mul_add_inplace, "in place where autograd allows")])
+    variants=[*EAGER_VARIANTS, MUL_ADD_INPLACE])
 
 
 def with_compiled(lesson: Lesson) -> Lesson:
@@ -217,19 +193,20 @@ def with_compiled(lesson: Lesson) -> Lesson:
 
 
 def explorer(device=None, compiled: bool | None = None, training: bool = False) -> Explorer:
-    """The toolkit's explorer on this lesson; metrics show each variant's three roofline bounds.
+    """The toolkit's explorer on this lesson: after a Run it names each variant's regime and prints
+    its three roofline bounds; after a Sweep, where each variant's regime changes.
 
     compiled: add a torch.compile'd variant (default: on a GPU only; a compile on a CPU takes
-        seconds per shape, the first one much longer).
+        seconds per shape, the first one much longer, and the run's estimate does not include it).
+        Its forward counts as one fused kernel in the floors and regimes.
     """
     dev = _device.pick(device)
     lesson = TRAIN_LESSON if training else LESSON
-    lesson = dataclasses.replace(lesson, metrics=_regime_metrics)
     if compiled is None:
         compiled = dev.type == "cuda" and compiling.problem(dev) is None
     if compiled:
         lesson = with_compiled(lesson)
-    return Explorer(lesson, dev)
+    return Explorer(lesson, dev, work_of=compiled_work if compiled and not training else None)
 
 
 # --- the thread's benchmark, reconstructed from the reply that lists its three mistakes -------------
@@ -316,11 +293,48 @@ def reproduce(device=None, width: int | None = None, batch: int | None = None, l
     return out
 
 
+# --- what the thread reported: read from the recorded file, never copied into code -------------------
+
+
+@dataclasses.dataclass
+class ThreadReport:
+    """The thread's own figures, from lessons_lib/reference (kind "reported"; the GPUs are not named)."""
+
+    label: str  # the recorded file's label: hardware as the thread gives it, kind and source
+    runs: list[dict]  # the poster's tqdm totals: {"width", "iterations", "linear_s", "pseudo_linear_s"}
+    runs_note: str
+    tables: dict[str, dict[int, float]]  # {table: {width: PseudoLinear speed-up over Linear}}
+    tables_note: str
+
+
+def thread_report() -> ThreadReport | None:
+    """The seed thread's figures from the recorded reported file, or None if it is missing."""
+    for rec in results.for_lesson(LESSON_KEY, kinds="reported"):
+        data = rec.lessons[LESSON_KEY]
+        posted, speedups = data.get("posted_runs") or {}, data.get("speedups") or {}
+        tables = {name: dict(zip(t["values"], t["speedup"])) for name, t in (speedups.get("tables") or {}).items()}
+        # the file keeps its tables by name (sorted); shown in the thread's order: the longest table (the
+        # first reply's), then the other GPU, then that GPU with CUDA graphs
+        tables = dict(sorted(tables.items(), key=lambda kv: ("graph" in kv[0].lower(), -len(kv[1]))))
+        if posted or tables:
+            return ThreadReport(rec.label(), list(posted.get("runs", [])), posted.get("note", ""), tables,
+                                speedups.get("note", ""))
+    return None
+
+
+_NO_REPORT = "The thread's reported figures are not in lessons_lib/reference here (reported-seed003-*.json)."
+
+
 def thread_runs_table() -> str:
+    """The poster's totals as reported: Linear and PseudoLinear seconds, and their ratio."""
+    rep = thread_report()
+    if rep is None or not rep.runs:
+        return _NO_REPORT
     rows = [("width", "iterations", "Linear (s)", "PseudoLinear (s)", "speed-up")]
-    for width, its, real, fake in THREAD_RUNS:
-        rows.append((str(width), str(its), f"{real:.1f}", f"{fake:.1f}", f"{real / fake:.2f}×"))
-    return text_table(rows, numbers=True)
+    for r in rep.runs:
+        rows.append((str(r["width"]), str(r["iterations"]), f"{r['linear_s']:.1f}", f"{r['pseudo_linear_s']:.1f}",
+                     f"{r['linear_s'] / r['pseudo_linear_s']:.2f}×"))
+    return f"{rep.label}\n" + text_table(rows, numbers=True) + f"\n({rep.runs_note})"
 
 
 def reproduce_summary(t: dict[str, timing.Timing]) -> str:
@@ -331,8 +345,9 @@ def reproduce_summary(t: dict[str, timing.Timing]) -> str:
              f"fixed benchmark:  PseudoLinear is {fixed:.2f}× as fast as Linear"]
     noisy = [name for name, tm in t.items() if getattr(tm, "noisy", tm.spread > 0.25)]
     if noisy:
-        lines.append(f"⚠ {len(noisy)} of these timings are noisy (see the flags): rerun before drawing conclusions.")
-    if fixed > posted * 1.1:
+        lines.append(f"⚠ {len(noisy)} of these timings are noisy (see the flags): whether removing the mistakes "
+                     "changed the ratio cannot be read from them; rerun the cell.")
+    elif fixed > posted * 1.1:
         lines.append("Removing the mistakes widened the gap: the random input and the ReLUs cost both arms the "
                      "same, and `+ x` cost PseudoLinear an extra pass over memory.")
     elif fixed < posted / 1.1:
@@ -427,32 +442,6 @@ def regimes(params: dict, device=None, dtype=torch.float32, training: bool = Fal
 # --- figures ---------------------------------------------------------------------------------------
 
 
-def sweep_figure(sweep, peaks_: roofline.Peaks, title: str = "", per_row: bool = False):
-    """TOOLKIT CANDIDATE (plots.sweep with floors): measured medians on log-log axes, each variant's
-    roofline floor as a dashed line of the same colour. per_row: divide by the batch (time per row)."""
-    import matplotlib.pyplot as plt
-
-    from . import plots
-
-    div = [r.params["batch"] if per_row else 1 for r in sweep.runs]
-    meds = {n: [m / d for m, d in zip(ms, div)] for n, ms in sweep.medians().items()}
-    floors = {n: [peaks_.floor(r.work[n]) / d for r, d in zip(sweep.runs, div)] for n in meds}
-    unit, scale = plots.time_unit([v for series in (*meds.values(), *floors.values()) for v in series])
-    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
-    for name, ys in meds.items():
-        (line,) = ax.plot(sweep.values, [y / scale for y in ys], marker="o", ms=3, label=f"{name} (measured)")
-        ax.plot(sweep.values, [f / scale for f in floors[name]], ls="--", lw=1, color=line.get_color(),
-                label=f"{name} floor")
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _pos: f"{v:g}"))
-    ax.set_yscale("log")
-    ax.set_xlabel(LESSON.param(sweep.param).label)
-    ax.set_ylabel(f"time per {'row' if per_row else 'call'} ({unit}, log)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, ncol=2)
-    return fig
-
-
 def sweep_summary(sweep, peaks_: roofline.Peaks) -> str:
     """Linear's time over PseudoLinear's at each width, what the roofline predicts for that ratio, and
     how the measurements sit on their floors."""
@@ -473,15 +462,37 @@ def sweep_summary(sweep, peaks_: roofline.Peaks) -> str:
     noisy = sum(getattr(t, "noisy", t.spread > 0.25) for r in sweep.runs for t in r.timings.values())
     if noisy:
         lines.append(f"⚠ {noisy} of these timings are noisy (spread over a quarter of the median): rerun the cell.")
+    k = linear_exponent(sweep, peaks_)
+    if k is not None:
+        exp, lo, hi = k
+        lines.append(f"Linear's time grows as width^{exp:.2f} over its compute-bound widths {lo}–{hi} (the "
+                     "schoolbook count: width^2; a Strassen-like GEMM at most width^1.81).")
+        lines.append("An exponent near 2 is the schoolbook algorithm at a steady FLOP rate." if exp >= 1.9 else
+                     "Below 2: not evidence of fewer multiplications by itself, since a GEMM's FLOP rate rises with "
+                     "its size (and the timings are noisy); the achieved-rate check above is the test.")
     return "\n".join(lines)
+
+
+def linear_exponent(sweep, peaks_: roofline.Peaks) -> tuple[float, int, int] | None:
+    """(k, first, last): Linear's time ~ width^k between its first and last compute-bound widths of
+    a width sweep (the classifier decides which points), or None with fewer than two such points."""
+    if sweep.param != "width" or "Linear" not in sweep.runs[0].timings:
+        return None
+    pts = [(v, r.timings["Linear"].median) for v, r in zip(sweep.values, sweep.runs)
+           if peaks_.regime(r.work["Linear"]) == "compute"]
+    if len(pts) < 2 or pts[-1][0] == pts[0][0]:
+        return None
+    (w0, t0), (w1, t1) = pts[0], pts[-1]
+    return math.log(t1 / t0) / math.log(w1 / w0), w0, w1
 
 
 def reported_figure():
     """The thread's reported speed-ups against width (reported figures, GPUs not named)."""
     import matplotlib.pyplot as plt
 
+    rep = thread_report()
     fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
-    for label, table in THREAD_TABLES.items():
+    for label, table in (rep.tables if rep else {}).items():
         ax.plot(list(table), list(table.values()), marker="o", ms=3, label=label)
     ax.axhline(1, color="gray", lw=0.8)
     ax.set_xscale("log", base=2)
@@ -489,16 +500,22 @@ def reported_figure():
     ax.set_yscale("log")
     ax.set_xlabel("width (features)")
     ax.set_ylabel("PseudoLinear speed-up over Linear (×, log)")
-    ax.set_title("Reported in the forum thread (seed 003): not measured by this course")
-    ax.legend(fontsize=7)
+    ax.set_title(f"{rep.label if rep else _NO_REPORT}\nreported in the thread, not measured by this course",
+                 fontsize=9)
+    if rep:
+        ax.legend(fontsize=7)
     return fig
 
 
 def reported_table() -> str:
-    widths = sorted({w for t in THREAD_TABLES.values() for w in t})
-    rows = [("width", *THREAD_TABLES)]
-    rows += [(str(w), *(f"{t[w]:.2f}×" if w in t else "-" for t in THREAD_TABLES.values())) for w in widths]
-    return text_table(rows, numbers=True)
+    """The thread's speed-up tables side by side, under the file's label (reported, GPUs not named)."""
+    rep = thread_report()
+    if rep is None or not rep.tables:
+        return _NO_REPORT
+    widths = sorted({w for t in rep.tables.values() for w in t})
+    rows = [("width", *rep.tables)]
+    rows += [(str(w), *(f"{t[w]:.2f}×" if w in t else "-" for t in rep.tables.values())) for w in widths]
+    return f"{rep.label}\n" + text_table(rows, numbers=True) + f"\n({rep.tables_note})"
 
 
 def gpu_launch_latency(device="cuda", n: int = 200) -> dict[str, float] | None:
@@ -548,11 +565,13 @@ def gemm_evidence(params: dict = THREAD_SHAPE) -> str:
 
 
 def gpu_kernels(params: dict, device="cuda") -> dict[str, list[str]] | None:
-    """The kernels one forward of each variant launches (profiler), or None without a GPU."""
+    """The kernels one forward of each variant launches (profiler), or None without a GPU or
+    without a profiler that sees CUDA."""
+    from .trace import kernels, profiler_sees_cuda
+
     dev = torch.device(device)
-    if dev.type != "cuda" or not _device.has_cuda():
+    if dev.type != "cuda" or not _device.has_cuda() or not profiler_sees_cuda():
         return None
-    from .trace import kernels
 
     full = LESSON.check({**params, "layers": 1}, dev, torch.float32)
     inputs = make_inputs(full, dev, torch.float32)
@@ -565,14 +584,24 @@ def achieved_rate(run, name: str = "Linear") -> float:
 
 
 def rate_summary(run, peaks_: roofline.Peaks) -> str:
-    """Linear's achieved FLOP rate against the measured peak, and what that says about the algorithm."""
+    """Linear's achieved FLOP rate (schoolbook count) against the measured peak of a large mm and, on
+    a GPU the datasheet knows, against the hardware's peak; what that says about the algorithm."""
     rate = achieved_rate(run)
-    line = (f"Linear at {_shape(run.params)}: {rate / 1e9:,.0f} GFLOP/s counted as 2·batch·width² FLOPs a layer; "
-            f"the measured peak of a large mm is {peaks_.flops / 1e9:,.0f} GFLOP/s ({rate / peaks_.flops:.0%} of it).")
-    if rate <= 1.1 * peaks_.flops:
-        return line + "\nNo sign of fewer multiplications: the schoolbook count runs at or below the GEMM peak."
-    return line + ("\nAbove the peak: either the peak measurement came out low (a busy machine; rerun) or the "
-                   "library does fewer multiplications here.")
+    lines = [f"Linear at {_shape(run.params)}: {rate / 1e9:,.0f} GFLOP/s counted as 2·batch·width² FLOPs a layer; "
+             f"the measured peak of a large mm is {peaks_.flops / 1e9:,.0f} GFLOP/s ({rate / peaks_.flops:.0%} of it)."]
+    sheet = None
+    if run.device == "cuda" and _device.has_cuda():
+        sheet = roofline.datasheet(_device.describe(torch.device("cuda")).name, torch.float32)
+    if sheet:
+        lines.append(f"The datasheet peak ({sheet.source.split(';')[0]}) is {sheet.flops / 1e9:,.0f} GFLOP/s: "
+                     f"{rate / sheet.flops:.0%} of what the hardware can do with the schoolbook count.")
+    top = sheet.flops if sheet else peaks_.flops
+    if rate <= 1.1 * top:
+        lines.append("No sign of fewer multiplications: the schoolbook count runs at or below the peak.")
+    else:
+        lines.append("Above the peak: either the peak measurement came out low (a busy machine; rerun) or the "
+                     "library does fewer multiplications here.")
+    return "\n".join(lines)
 
 
 # --- fewer ops by hand, and many small tensors ----------------------------------------------------
@@ -580,8 +609,7 @@ def rate_summary(run, peaks_: roofline.Peaks) -> str:
 
 def by_hand_table(params: dict, training: bool = False) -> str:
     """Launches, new memory and bytes moved of the eager rewrites (traced on meta: device-independent)."""
-    lesson = TRAIN_LESSON if training else dataclasses.replace(
-        LESSON, variants=[*EAGER_VARIANTS, Variant("mul + add_", mul_add_inplace)])
+    lesson = TRAIN_LESSON if training else FORWARD_FIXES
     rows = [("variant", "launches", "new memory", "bytes moved")]
     for name, t in lesson.traces(params).items():
         if name == "Linear":
@@ -610,6 +638,42 @@ def optimizer_ops(n_tensors: int = 64, size: int = 1000) -> dict[str, list[str]]
         opt = torch.optim.SGD(params, lr=0.1, foreach=foreach)
         out["foreach" if foreach else "for loop"] = _module_ops(opt.step)
     return out
+
+
+def foreach_check(n_tensors: int = 7, steps: int = 3, seed: int = 0) -> str:
+    """SGD with momentum and weight decay, for-loop and foreach, against the for loop in float64:
+    a few steps over tensors of odd sizes. One line: the worst relative error of each, and a verdict."""
+    gen = torch.Generator().manual_seed(seed)
+    sizes = [(1,), (33,), (7, 5), (17, 3, 2), (64,), (5, 1), (2, 2, 2)][:n_tensors]
+    start = [torch.randn(sz, generator=gen) for sz in sizes]
+    grads = [[torch.randn(sz, generator=gen) for sz in sizes] for _ in range(steps)]
+
+    def run(dtype, foreach):
+        ps = [p.to(dtype, copy=True).requires_grad_() for p in start]  # the step writes into them
+        opt = torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01, foreach=foreach)
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = g.to(dtype, copy=True)  # the optimizer may write into its gradients
+            opt.step()
+        return [p.detach() for p in ps]
+
+    ref = run(torch.float64, False)
+    errs = {how: grading.rel_error(run(torch.float32, foreach), ref) for how, foreach in
+            (("for loop", False), ("foreach", True))}
+    tol = 1e-5
+    ok = all(e <= tol for e in errs.values())
+    return (f"{'✓' if ok else '✗'} SGD ({steps} steps, momentum, weight decay, {len(sizes)} tensors of odd sizes) "
+            "against float64: " + ", ".join(f"{how} {'within' if e <= tol else 'outside'} {tol:g}"
+                                            for how, e in errs.items()))
+
+
+def check_fixes(device=None) -> str:
+    """Every eager fix against float64 at the default and odd shapes: forward (with `mul + add_`),
+    training step (output and gradients), and the foreach optimizer step. Machine-independent text."""
+    dev = _device.pick(device)
+    fwd = FORWARD_FIXES.correctness_report(FORWARD_FIXES.check_correct(device=dev, seed=0))
+    train = TRAIN_LESSON.correctness_report(TRAIN_LESSON.check_correct(device=dev, seed=0))
+    return f"forward: {fwd}\ntraining step: {train}\noptimizer: {foreach_check()}"
 
 
 def optimizer_timings(device=None, n_tensors: int = 64, size: int = 1000, min_run_time: float = 0.1):
@@ -644,6 +708,8 @@ class CompiledRun:
     eager: timing.Timing | None = None
     fused: timing.Timing | None = None
     small: tuple[timing.Timing, timing.Timing] | None = None  # (eager, compiled) at a small shape
+    small_params: dict | None = None
+    regimes: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)  # shape -> (eager, fused)
 
     def kernel_line(self) -> str:
         if not self.compiled.code:
@@ -652,20 +718,32 @@ class CompiledRun:
         lib = f" and {len(k['library'])} library call(s)" if k["library"] else ""
         return f"Inductor generated {len(k['generated'])} kernel(s){lib}: {', '.join(k['generated'])}"
 
+    def _pair(self, params: dict, e: timing.Timing, c: timing.Timing) -> str:
+        shape = _shape(params)
+        reg = self.regimes.get(shape)
+        where = (f" (eager PseudoLinear {roofline.REGIME_WORDS[reg[0]]}; one fused kernel would be "
+                 f"{roofline.REGIME_WORDS[reg[1]]})" if reg else "")
+        ratio = e.median / c.median
+        how = f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
+        noisy = " ⚠ noisy: rerun" if e.noisy or c.noisy else ""
+        return (f"at {shape}{where}:\n  eager {fmt_time(e.median)}, compiled {fmt_time(c.median)}: "
+                f"compiled is {how}{noisy}")
+
     def __str__(self) -> str:
         if not self.compiled.ok:
             return str(self.compiled)
         lines = [str(self.compiled), self.correct]
         if self.eager and self.fused:
-            lines.append(f"at {_shape(self.params)}: eager {fmt_time(self.eager.median)}, compiled "
-                         f"{fmt_time(self.fused.median)} ({self.eager.median / self.fused.median:.1f}× faster)")
+            lines.append(self._pair(self.params, self.eager, self.fused))
         if self.small:
             e, c = self.small
-            lines.append(f"at a small shape: eager {fmt_time(e.median)}, compiled {fmt_time(c.median)} "
-                         f"({e.median / c.median:.2f}×)")
+            lines.append(self._pair(self.small_params or {}, e, c))
             if c.median >= e.median:
                 lines.append("At the small shape the compiled function's own overhead (guards, its wrapper) "
                              "ate the gain.")
+            else:
+                lines.append("At the small shape the fused kernel still won here: its wrapper (guards, a Python "
+                             "call) cost less than the ops it saved.")
         return "\n".join(lines)
 
 
@@ -688,11 +766,16 @@ def compile_and_compare(params: dict, device=None, small: dict | None = None,
         out.eager = _measure(pseudo_linear, *inputs, label="eager", min_run_time=min_run_time)
         out.fused = _measure(c.fn, *inputs, label="compiled", min_run_time=min_run_time)
         if small:
-            s = make_inputs(LESSON.check(small, dev, torch.float32), dev, torch.float32)
+            out.small_params = LESSON.check(small, dev, torch.float32)
+            s = make_inputs(out.small_params, dev, torch.float32)
             out.small = (_measure(pseudo_linear, *s, label="eager", min_run_time=min_run_time),
                          _measure(c.fn, *s, label="compiled", min_run_time=min_run_time))
     except Exception as err:  # a recompile that fails at another shape: say so, keep the cold time
         c.problem = f"the compiled function failed after compiling ({type(err).__name__}: {err})"
+        return out
+    pk = peaks(dev)
+    for p in (full, out.small_params) if out.small_params else (full,):
+        out.regimes[_shape(p)] = (pk.regime(LESSON.work(p)["PseudoLinear"]), pk.regime(compiled_work(p)["compiled"]))
     return out
 
 
@@ -850,18 +933,18 @@ def _run_reader(fn, v: Verdict) -> float | None:
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             v.check("returns a tensor of the input's shape", False, f"got {got}, expected {(rows, feats)}")
             return None
+        if out.dtype != x.dtype:
+            v.check("returns a tensor of the input's dtype", False, f"got {out.dtype}, expected {x.dtype}")
+            return None
         if not out.requires_grad:
             v.check("output is part of the autograd graph", False, "no gradient flows back: was .detach() or "
                     "torch.no_grad() used?")
             return None
         grads = torch.autograd.grad(out, leaves, g, allow_unused=True)
-        for got, want in zip((out, *grads), (ref, *ref_grads)):
-            if got is None:
-                v.check("gradients reach x, scale and bias", False, "one of them got no gradient")
-                return None
-            scale_ = want.abs().max().clamp_min(1e-30)
-            err = ((got.detach().double() - want.detach()).abs().max() / scale_).item()
-            worst = max(worst, err if err == err else float("inf"))  # NaN fails
+        if any(gr is None for gr in grads):
+            v.check("gradients reach x, scale and bias", False, "one of them got no gradient")
+            return None
+        worst = max(worst, grading.rel_error([out, *grads], [ref, *ref_grads]))  # NaN, inf: inf
     return worst
 
 
@@ -885,15 +968,23 @@ def check_exercise(fn) -> Verdict:
             worst < 1e-5, f"worst relative error {worst:.1e}" if worst >= 1e-5 else "")
 
     rows, feats = EXERCISE_META_SHAPE
-    meta = (torch.empty(rows, feats, device="meta"), torch.empty(feats, device="meta"),
-            torch.empty(feats, device="meta"))
-    try:
-        mine, start = trace_ops(fn, *meta), trace_ops(exercise_starter, *meta)
-    except Exception as err:
-        v.check("traces on meta tensors", False, f"{type(err).__name__}: {_device_first_line(err)}")
+
+    def trace_inputs(device):  # meta first (nothing allocated); CPU tensors for code that reads values
+        gen = torch.Generator().manual_seed(2)
+        if device == "meta":
+            return (torch.empty(rows, feats, device="meta"), torch.empty(feats, device="meta"),
+                    torch.empty(feats, device="meta"))
+        return _exercise_inputs(rows, feats, gen)
+
+    mine, where, problem = grading.analyse_reader(lambda *a: trace_ops(fn, *a), trace_inputs,
+                                                  limit=EXERCISE_TIME_LIMIT_S)
+    if problem:
+        v.check("its op trace can be taken", False, problem)
         return v
+    start = trace_ops(exercise_starter, *trace_inputs(where))
     ops = [op.name for op in mine.compute_ops]
-    v.check("launches at most 2 ops (the starter: 3)", len(ops) <= 2, f"{len(ops)}: {', '.join(ops)}")
+    on_cpu = " (traced on CPU tensors: your code reads values, and each read is an op too)" if where == "cpu" else ""
+    v.check("launches at most 2 ops (the starter: 3)", len(ops) <= 2, f"{len(ops)}: {', '.join(ops)}{on_cpu}")
     out_bytes = rows * feats * 4
     v.check(f"allocates one output ({_device.fmt_bytes(out_bytes)}) at {rows} × {feats}",
             mine.alloc_bytes <= out_bytes, f"{_device.fmt_bytes(mine.alloc_bytes)} allocated")
@@ -901,10 +992,19 @@ def check_exercise(fn) -> Verdict:
             f"{_device.fmt_bytes(_bytes(mine))} vs {_device.fmt_bytes(_bytes(start))}")
     if _device.has_cuda():
         gen = torch.Generator().manual_seed(1)
-        xs = _exercise_inputs(16384, 1024, gen, "cuda")
-        slow = timing.measure(exercise_starter, *xs).median
-        fast = timing.measure(fn, *xs).median
-        v.on_gpu("at least 1.3× faster than the starter", slow / fast >= 1.3, f"{slow / fast:.2f}×")
+        try:
+            with grading.time_limit(EXERCISE_TIME_LIMIT_S):
+                xs = _exercise_inputs(16384, 1024, gen, "cuda")
+                slow = timing.measure(exercise_starter, *xs, max_time=2.0).median
+                fast = timing.measure(fn, *xs, max_time=2.0).median
+        except grading.TimeLimit:
+            v.on_gpu("at least 1.3× faster than the starter", False,
+                     f"still timing after {EXERCISE_TIME_LIMIT_S:.0f} s")
+        except Exception as err:  # the reader's code on the GPU: a line, not a traceback
+            v.on_gpu("at least 1.3× faster than the starter", False,
+                     f"{type(err).__name__}: {_device_first_line(err)}")
+        else:
+            v.on_gpu("at least 1.3× faster than the starter", slow / fast >= 1.3, f"{slow / fast:.2f}×")
     else:
         v.on_gpu("at least 1.3× faster than the starter", None)
     return v
@@ -914,11 +1014,12 @@ def _device_first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [""])[0][:200]
 
 
-__all__ = ["LESSON", "TRAIN_LESSON", "THREAD_SHAPE", "THREAD_RUNS", "THREAD_TABLES", "linear", "pseudo_linear",
-           "addcmul", "mul_add_inplace", "make_inputs", "make_train_inputs", "train_step", "explorer",
-           "with_compiled", "posted_model", "posted_step", "fixed_model", "fixed_step", "mistakes_table",
-           "reproduce", "thread_runs_table", "overhead_timings", "peaks", "regime_terms", "regime_table",
-           "regimes", "gemm_evidence", "work_comparison", "gpu_kernels", "achieved_rate", "by_hand_table", "inplace_on_a_leaf",
-           "optimizer_ops", "optimizer_timings", "sweep_figure", "reported_figure", "reported_table",
-           "gpu_launch_latency", "reproduce_summary", "overhead_summary", "sweep_summary", "rate_summary", "fused_graphs", "compile_and_compare", "CompiledRun", "compiled_training_check", "batch_summary", "record",
-           "exercise_starter", "check_exercise"]
+__all__ = ["LESSON", "TRAIN_LESSON", "FORWARD_FIXES", "LESSON_KEY", "THREAD_SHAPE", "ThreadReport", "thread_report",
+           "linear", "pseudo_linear", "addcmul", "mul_add_inplace", "make_inputs", "make_train_inputs", "train_step",
+           "explorer", "compiled_work", "with_compiled", "posted_model", "posted_step", "fixed_model", "fixed_step",
+           "mistakes_table", "reproduce", "thread_runs_table", "overhead_timings", "peaks", "regime_terms",
+           "regime_table", "regimes", "gemm_evidence", "work_comparison", "gpu_kernels", "achieved_rate",
+           "by_hand_table", "inplace_on_a_leaf", "optimizer_ops", "optimizer_timings", "foreach_check", "check_fixes",
+           "reported_figure", "reported_table", "gpu_launch_latency", "reproduce_summary", "overhead_summary",
+           "sweep_summary", "linear_exponent", "rate_summary", "fused_graphs", "compile_and_compare", "CompiledRun",
+           "compiled_training_check", "batch_summary", "record", "exercise_starter", "check_exercise"]

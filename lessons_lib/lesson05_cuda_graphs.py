@@ -279,6 +279,38 @@ def model_vs_reported_table(gpu: str = "T4", batch: int = MODEL_BATCH, dispatch:
             f"\nmodel: launch model, {gpu} datasheet peaks, batch {batch} assumed, dispatch measured on this host.")
 
 
+def graph_gain(gpu: str = "T4", batch: int = MODEL_BATCH, dispatch: float | None = None) -> dict[str, list[float]]:
+    """How much graphs raise PseudoLinear's speed-up over Linear at each reported width (graphed
+    ratio ÷ eager ratio): the thread's (reported) and the model's (predicted)."""
+    _w, s = model_vs_reported(gpu, batch, dispatch=dispatch)
+    (_re, rep_e), (_rg, rep_g), (_me, mod_e), (_mg, mod_g) = s.items()
+    return {"reported": [g / e for e, g in zip(rep_e, rep_g)],
+            f"model ({gpu}, batch {batch})": [g / e for e, g in zip(mod_e, mod_g)]}
+
+
+def graph_gain_cap(dispatch: float | None = None, gpu: str = "T4") -> float:
+    """The most a graph can speed up a step in the model: per kernel, the eager host cost (dispatch +
+    launch) over what a replay still costs the device (the shortest kernel + the graph's gap), or
+    the stream's gap over the graph's when the device is the bottleneck."""
+    p = launch_queue.preset(gpu)
+    dispatch = host_dispatch() if dispatch is None else dispatch
+    return max((dispatch + p.kernel_launch) / (p.kernel_min + p.graph_gap),
+               (p.kernel_min + p.stream_gap) / (p.kernel_min + p.graph_gap))
+
+
+def graph_gain_table(gpu: str = "T4", batch: int = MODEL_BATCH, dispatch: float | None = None) -> str:
+    """graph_gain as a table, with one sentence each on where the rise is largest (computed)."""
+    gain = graph_gain(gpu, batch, dispatch)
+    rows = [("width", *(f"graphs raise the ratio, {k}" for k in gain))]
+    rows += [(str(w), *(f"×{v[i]:.2f}" for v in gain.values())) for i, w in enumerate(REPORTED_WIDTHS)]
+    lines = [text_table(rows, numbers=True)]
+    for k, v in gain.items():
+        i = max(range(len(v)), key=v.__getitem__)
+        lines.append(f"{k}: at or above ×1 at {sum(x >= 0.995 for x in v)} of {len(v)} widths; largest "
+                     f"×{v[i]:.2f} at width {REPORTED_WIDTHS[i]}")
+    return "\n".join(lines)
+
+
 def model_vs_reported_figure(gpu: str = "T4", batch: int = MODEL_BATCH, dispatch: float | None = None):
     import matplotlib.pyplot as plt
 
@@ -681,13 +713,30 @@ def seed_model(kind: str, width: int, layers: int, device=None) -> torch.nn.Modu
     return fixed_model(kind, width, layers, device)
 
 
+def seed_model_bytes(p: dict) -> int:
+    """float32 bytes of graphed_callables_ratio at `p`: each of the four models (two kinds, eager and
+    graphed) holds its weights and their gradients (Linear: width² + width a layer), and a graph's
+    static inputs, outputs and private pool keep about four activations a layer."""
+    B, N, L = p["batch"], p["width"], p["layers"]
+    weights = 2 * 2 * L * (N * N + N) + 2 * 2 * L * 2 * N  # Linear and PseudoLinear, eager and graphed
+    return 4 * (2 * weights + 4 * (2 * L + 4) * B * N)
+
+
 def graphed_callables_ratio(width: int = 512, batch: int = MODEL_BATCH, layers: int = MODEL_LAYERS,
                             device=None, min_run_time: float = 0.2) -> dict | str:
     """Seed 003's experiment on this GPU: Linear's training step over PseudoLinear's, eager and with
     each model wrapped in make_graphed_callables (forward and backward graphed). A sentence without one."""
     dev = _device.pick(device)
-    if dev.type != "cuda" or not graphs.has_graphed_callables():
+    if dev.type != "cuda" or not graphs.has_graphs():
         return _cpu_note("make_graphed_callables")
+    problem = graphs.graphed_callables_problem()
+    if problem:
+        return problem
+    try:  # refuse before allocating: the Linear model's weights dominate (LESSON counts PseudoLinear only)
+        p = LESSON.check({"width": width, "batch": batch, "layers": layers}, dev, torch.float32)
+        _device.check_fits(seed_model_bytes(p), dev, what=f"seed 003's two models at {_shape(p)}")
+    except ValueError as err:
+        return str(err)
     x = torch.randn(batch, width, device=dev, requires_grad=True)
     g = torch.randn(batch, width, device=dev)
     out = {}
@@ -708,8 +757,11 @@ def reduce_overhead_note(device=None) -> str:
     problem = graphs.reduce_overhead_problem(dev)
     if problem is None:
         return ("torch.compile(mode='reduce-overhead') is available here: it records one graph per distinct input "
-                "shape (and warns after several); call torch.compiler.cudagraph_mark_step_begin() at each "
-                "iteration's start, and clone outputs you keep.")
+                "size (and warns once there are more than torch._inductor.config.triton."
+                "cudagraph_dynamic_shape_warn_limit); a later run may reuse an output's memory, and reading a kept "
+                "output then raises an error, so clone outputs you keep; where torch cannot tell that a new "
+                "iteration has begun (say, two calls before one backward), mark it with "
+                "torch.compiler.cudagraph_mark_step_begin().")
     return problem
 
 
@@ -764,6 +816,9 @@ def check_exercise(fn) -> Verdict:
     """Grade the rewrite: loss and gradients against float64 at odd shapes, then graph_check (no
     hazard left), both on any machine; on a GPU, a real capture whose replay matches eager."""
     v = Verdict(f"Exercise 05 ({getattr(fn, '__name__', 'your function')})")
+    if not callable(fn):
+        v.check("is a function", False, f"got {type(fn).__name__}; pass your function itself, e.g. my_step")
+        return v
     worst = 0.0
     for rows, feats in EXERCISE_SHAPES:
         inputs = exercise_inputs(rows, feats)
@@ -778,7 +833,8 @@ def check_exercise(fn) -> Verdict:
             return v
         worst = max(worst, grading.rel_error(list(out), list(ref)))
     v.check(f"loss and gradients match float64 at {len(EXERCISE_SHAPES)} shapes", worst < 1e-5,
-            f"worst relative error {worst:.1e}" if worst >= 1e-5 else "")
+            "" if worst < 1e-5 else "NaN or inf, or a wrong shape or type" if worst == math.inf else
+            f"worst relative error {worst:.1e}")
     report, _dev, problem = grading.analyse_reader(_analyse(fn), lambda d: exercise_inputs(*EXERCISE_SHAPES[0], d))
     if problem:
         v.check("graph_check can run it", False, problem)
@@ -786,18 +842,37 @@ def check_exercise(fn) -> Verdict:
     v.check("graph_check finds nothing that capture would refuse or freeze", report.safe,
             "; ".join(f"{h.kind}: {h.what} [{h.where}]" for h in report.hazards))
     if _device.has_cuda() and graphs.has_graphs():
-        inputs = exercise_inputs(*EXERCISE_SHAPES[0], "cuda")
-        cap, problem = graphs.try_capture(fn, *inputs)
-        if cap is None:
-            v.on_gpu("captures and replays on this GPU", False, problem)
-            return v
-        new = exercise_inputs(*EXERCISE_SHAPES[0], "cuda", seed=1)
-        got = [t.clone() for t in cap.replay(*new)]
-        err = grading.rel_error(got, list(fn(*new)))
-        v.on_gpu("a replay on new inputs matches eager (float32)", err < 1e-5, f"relative error {err:.1e}")
+        v.on_gpu(*_gpu_replay_check(fn))
     else:
-        v.on_gpu("captures and replays on this GPU", None)
+        v.on_gpu(GPU_CHECK, None)
     return v
+
+
+GPU_CHECK = "captures, and a replay on new inputs matches eager (float32)"
+
+
+def _gpu_replay_check(fn) -> tuple[str, bool, str]:
+    """Capture the reader's step on the GPU, replay it on new inputs, and compare with eager on copies
+    of the same inputs. Every call of the reader's code runs under the checker's time limit; what it
+    raises or returns becomes the detail of one line."""
+    name = GPU_CHECK
+    inputs = exercise_inputs(*EXERCISE_SHAPES[0], "cuda")
+    captured, problem = grading.call_reader(lambda *t: graphs.try_capture(fn, *t), *inputs)
+    if problem:
+        return name, False, problem
+    cap, why = captured
+    if cap is None:
+        return name, False, why
+    new = exercise_inputs(*EXERCISE_SHAPES[0], "cuda", seed=1)
+    copies = [t.detach().clone().requires_grad_(t.requires_grad) for t in new]
+    replayed, problem = grading.call_reader(lambda *t: [o.clone() for o in cap.replay(*t)], *new)
+    if problem:
+        return name, False, problem
+    eager, problem = grading.call_reader(fn, *copies)
+    if problem:
+        return name, False, problem
+    err = grading.rel_error(replayed, list(eager) if isinstance(eager, (tuple, list)) else eager)
+    return name, err < 1e-5, f"relative error {err:.1e}"
 
 
 # --- recorded results ---------------------------------------------------------------------------------
@@ -849,8 +924,8 @@ def _shape(p: dict) -> str:
 
 __all__ = ["LESSON", "KEY", "pseudo_linear", "eager_step", "linear_step", "make_inputs", "step_kernels",
            "host_dispatch", "ModelStep", "model_step", "timeline_figure", "speedup_curve", "reported_tables", "reported_table",
-           "model_vs_reported", "model_vs_reported_table", "model_vs_reported_figure", "graphs_speedup_figure",
+           "model_vs_reported", "model_vs_reported_table", "graph_gain", "graph_gain_table", "graph_gain_cap", "model_vs_reported_figure", "graphs_speedup_figure",
            "model_summary", "gpu_model", "fit_to_reported", "Entry", "CATALOGUE", "check_entry", "catalogue_table", "kept_reference_demo",
-           "gpu_lesson", "explorer", "compare_on_gpu", "GpuComparison", "check_graphed", "seed_model",
+           "gpu_lesson", "explorer", "compare_on_gpu", "GpuComparison", "check_graphed", "seed_model", "seed_model_bytes",
            "graphed_callables_ratio", "reduce_overhead_note", "exercise_starter", "exercise_inputs",
            "check_exercise", "record", "targets", "OVERHEAD_BOUND", "COMPUTE_BOUND"]

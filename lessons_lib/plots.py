@@ -84,6 +84,86 @@ def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] 
     return fig
 
 
+_REGIME_MARKERS = {"overhead": "s", "memory": "^", "compute": "D"}
+
+
+def sweep_floors(sweep, peaks, per: str | None = None, per_label: str = "", xlabel: str = "", title: str = "",
+                 ax=None, colors: dict[str, str] | None = None):
+    """A sweep of variants on log-log axes, each measured median (IQR as a band) with its roofline
+    floor dashed in the same colour; the floor's markers show its regime (square: overhead, triangle:
+    memory, diamond: compute). Where a line runs along its floor, that bound is what it pays: flat
+    for overhead, slope 1 where bytes grow with the swept size, slope 2 for a GEMM's FLOPs over width.
+
+    sweep: a `lesson.Sweep` (its values, and runs with timings and traced work); peaks: the
+    `roofline.Peaks` the floors use. per: a parameter to divide by, per_label what one unit of it
+    is (per="batch", per_label="row": time per row). xlabel: default, the swept parameter's name."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
+
+    fig, ax = _axes(ax, (7, 3.6))
+    values = list(sweep.values)
+    div = [r.params[per] if per else 1 for r in sweep.runs]
+    names = list(sweep.runs[0].timings) if sweep.runs else []
+    meds = {n: [r.timings[n].median / d for r, d in zip(sweep.runs, div)] for n in names}
+    iqrs = {n: [r.timings[n].iqr / d for r, d in zip(sweep.runs, div)] for n in names}
+    floors = {n: [peaks.floor(r.work[n]) / d for r, d in zip(sweep.runs, div)] for n in names}
+    regimes = {n: [peaks.regime(r.work[n]) for r in sweep.runs] for n in names}
+    unit, scale = time_unit([v for series in (*meds.values(), *floors.values()) for v in series])
+    for name in names:
+        ys = [m / scale for m in meds[name]]
+        (line,) = ax.plot(values, ys, marker="o", ms=3, label=f"{name} (measured)", color=(colors or {}).get(name))
+        half = [q / 2 / scale for q in iqrs[name]]
+        if any(half):
+            ax.fill_between(values, [max(y - h, y / 10) for y, h in zip(ys, half)], [y + h for y, h in zip(ys, half)],
+                            color=line.get_color(), alpha=0.2, lw=0)
+        fl = [f / scale for f in floors[name]]
+        ax.plot(values, fl, ls="--", lw=1, color=line.get_color(), label=f"{name} floor")
+        for r, marker in _REGIME_MARKERS.items():
+            pts = [(v, f) for v, f, g in zip(values, fl, regimes[name]) if g == r]
+            if pts:
+                ax.plot(*zip(*pts), ls="none", marker=marker, ms=5, mfc="none", color=line.get_color())
+    ax.set_xscale("log", base=2 if is_powers_of_two(values) else 10)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel or sweep.param)
+    each = per_label or (f"call ÷ {per}" if per else "call")
+    ax.set_ylabel(f"time per {each} ({unit}, log)")
+    ax.set_title(title)
+    seen = [r for r in _REGIME_MARKERS if any(r in g for g in regimes.values())]
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], ls="none", marker=_REGIME_MARKERS[r], mfc="none", color="black") for r in seen]
+    labels += [f"floor: {r}-bound" for r in seen]
+    ax.legend(handles, labels, fontsize=7, ncol=2)
+    return fig
+
+
+def winner_map(rows, cols, winners: list[list[str]], order: list[str], notes: list[list[str]] | None = None,
+               xlabel: str = "", ylabel: str = "", title: str = "", colors: dict[str, str] | None = None):
+    """A grid coloured by which variant won at each (row, column) cell, with an optional note in each
+    cell (say, the loser's time over the winner's) and a legend of the winners that occur.
+    order: every variant name, in the lesson's order (fixes each one's colour across figures)."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    colors = colors or variant_colors(order)
+    idx = [[order.index(w) for w in row] for row in winners]
+    fig, ax = plt.subplots(figsize=(1.4 + 1.1 * len(cols), 1.2 + 0.7 * len(rows)), layout="constrained")
+    ax.imshow(idx, cmap=ListedColormap([colors.get(n, "gray") for n in order]), vmin=-0.5,
+              vmax=len(order) - 0.5, aspect="auto")
+    for i, row in enumerate(notes or []):
+        for j, note in enumerate(row):
+            ax.text(j, i, note, ha="center", va="center", fontsize=7, color="white")
+    ax.set_xticks(range(len(cols)), [str(c) for c in cols])
+    ax.set_yticks(range(len(rows)), [str(r) for r in rows])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    present = sorted({w for row in winners for w in row}, key=order.index)
+    ax.legend(handles=[Patch(color=colors.get(n, "gray"), label=n) for n in present], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig
+
+
 def machines(rows: dict[str, dict[str, float]], title: str = "", ax=None):
     """Grouped bars: each variant's median on each machine (log scale: CPUs and GPUs differ 100×)."""
     fig, ax = _axes(ax)

@@ -7,16 +7,20 @@ around them (a background thread, a Stop button, errors as one line of status).
 
 Before anything allocates, a run or sweep is checked (shape, memory) and its time estimated
 from the roofline floor; above the budget it is refused with a sentence saying what to change.
+After a run it says which regime each variant is in (overhead-, memory- or compute-bound: the
+largest of its three roofline bounds, `roofline.Peaks.regime`), and after a sweep where that changes.
 """
 from __future__ import annotations
 
 import math
 import threading
+from typing import Callable
 
 import torch
 
 from . import plots, results, roofline
 from .device import describe, pick
+from .display import text_table
 from .explorer_ui import THIS_MACHINE, ExplorerUI, slider_values  # noqa: F401  (re-exported: public names)
 from .lesson import Lesson, check_dtype, crossover
 from .timing import Timing, fmt_time
@@ -37,10 +41,16 @@ def default_sweep_values(lesson: Lesson, param: str, current: int) -> list[int]:
 
 class Explorer(ExplorerUI):
     def __init__(self, lesson: Lesson, device=None, min_run_time: float = 0.1, run_budget: float = RUN_BUDGET,
-                 sweep_budget: float = SWEEP_BUDGET):
+                 sweep_budget: float = SWEEP_BUDGET,
+                 work_of: Callable[[dict, torch.dtype], dict[str, roofline.Work]] | None = None):
         """run_budget, sweep_budget: seconds a Run or a Sweep may be estimated to take; above
-        that it is refused before anything runs (raise them for a patient reader)."""
+        that it is refused before anything runs (raise them for a patient reader).
+
+        work_of(params, dtype) -> {variant: Work}: the work of variants whose timed callable is not
+        what the op trace of their `fn` sees (a compiled or graph-replayed variant launches fewer
+        kernels); their floors and regimes use it. Variants it leaves out keep their traced work."""
         self.lesson = lesson
+        self.work_of = work_of
         self.device = pick(device)
         self.min_run_time = min_run_time
         self.run_budget = _check_budget_value(run_budget, "run_budget")
@@ -66,6 +76,7 @@ class Explorer(ExplorerUI):
         self._announce(est, "run")
         run = self.lesson.run(params, dev, dt, min_run_time=self.min_run_time, stop=stop,
                               max_time=MAX_TIME_PER_VARIANT)
+        self._amend_work(run)
         floors = run.floors(roofline.measure_peaks(dev, dt))
         fig = self._bars(list(run.timings.values()), floors, run.metrics,
                          f"{self.lesson.title}: {_shape_str(run.params)}, {dtype}, {describe(dev).name}")
@@ -86,11 +97,60 @@ class Explorer(ExplorerUI):
         sw = self.lesson.sweep(param, values, base, dev, _dtype(dtype), min_run_time=self.min_run_time,
                                progress=on_step is None, on_step=on_step, stop=stop,
                                max_time=MAX_TIME_PER_VARIANT)
+        for r in sw.runs:
+            self._amend_work(r)
         meds = sw.medians()
         cross = _crossover(self.lesson, sw.values, meds)
         fig = self._sweep_fig(sw.values, meds, sw.iqrs(), sw.metric_series(), self.lesson.param(param).label,
                               cross, f"{self.lesson.title} on {describe(dev).name}, {dtype}")
         return sw, fig
+
+    def _amend_work(self, run) -> None:
+        if self.work_of is not None:
+            extra = self.work_of(run.params, _dtype(run.dtype))
+            run.work.update({n: w for n, w in extra.items() if n in run.timings})
+
+    # --- regimes: which bound each variant sits on --------------------------------------------
+    @staticmethod
+    def _peaks(run) -> roofline.Peaks:
+        return roofline.measure_peaks(torch.device(run.device), _dtype(run.dtype))  # cached: measured once
+
+    def regimes(self, run) -> dict[str, str]:
+        """{variant: "overhead" | "memory" | "compute"} for a run, from its traced work and this
+        device's measured peaks (the toolkit's classifier, `roofline.Peaks.regime`)."""
+        pk = self._peaks(run)
+        return {n: pk.regime(run.work[n]) for n in run.timings}
+
+    def regime_line(self, run) -> str:
+        """One line for the status: each variant's regime in words."""
+        pk = self._peaks(run)
+        return "regime: " + "; ".join(f"{n} {roofline.REGIME_WORDS[pk.regime(run.work[n])]}" for n in run.timings)
+
+    def regime_table(self, run) -> str:
+        """Per variant: its regime in words (the runner-up named when close), the three bounds, its
+        measured time over its floor; then what helps in each regime that occurs."""
+        pk = self._peaks(run)
+        rows = [("variant", "regime (largest bound)", "compute", "memory", "overhead", "measured / floor")]
+        for n, t in run.timings.items():
+            w = run.work[n]
+            terms = pk.terms(w)
+            rows.append((n, pk.regime_words(w), *(fmt_time(terms[k]) for k in ("compute", "memory", "overhead")),
+                         f"{t.median / pk.floor(w):.1f}×" if pk.floor(w) > 0 else "-"))
+        found = list(dict.fromkeys(pk.regime(run.work[n]) for n in run.timings))
+        helps = "\n".join(f"{roofline.REGIME_WORDS[r]}: {roofline.REGIME_REMEDY[r]}" for r in found)
+        return (f"Regimes at {_shape_str(run.params)}, {run.dtype} ({pk.source}; "
+                f"{fmt_time(pk.launch)} per op):\n" + text_table(rows) + "\n" + helps)
+
+    def sweep_regimes(self, sw) -> str:
+        """Per variant, where its regime changes across a sweep ("overhead-bound at 16–32, ...")."""
+        if not sw.runs:
+            return ""
+        pk = self._peaks(sw.runs[0])
+        label = self.lesson.param(sw.param).label
+        lines = [f"Regimes across {label} ({pk.source}):"]
+        for n in sw.runs[0].timings:
+            lines.append(f"  {n}: " + roofline.regime_spans(sw.values, [pk.regime(r.work[n]) for r in sw.runs]))
+        return "\n".join(lines)
 
     def replay(self, recorded: results.Recorded):
         """Figures from a recorded file (measured, reported or model), each titled with its kind.
@@ -117,6 +177,16 @@ class Explorer(ExplorerUI):
             figs.append(self._sweep_fig(sw["values"], meds, iqrs, sw.get("metrics", {}),
                                         self.lesson.param(sw["param"]).label, cross, f"{tag}\n{sw['dtype']}"))
         return figs
+
+    def replay_regimes(self, recorded: results.Recorded) -> str:
+        """The regime of each variant at a recorded headline, where the file names it (measured files
+        with their peaks, model files); "" where it does not (reported figures)."""
+        head = (recorded.lesson(self.lesson.key) or {}).get("headline") or {}
+        rows = {n: v["regime"] for n, v in self._ordered(head.get("variants", {})).items() if "regime" in v}
+        if not rows:
+            return ""
+        return (f"regime at {_shape_str(head.get('params', {}))} ({recorded.short()}): "
+                + "; ".join(f"{n} {roofline.REGIME_WORDS.get(r, r)}" for n, r in rows.items()))
 
     def _ordered(self, per_variant: dict) -> dict:
         """Variants in the lesson's order (then any others), so every figure lists them alike."""

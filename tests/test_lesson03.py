@@ -142,7 +142,7 @@ def test_crossover_grid_and_heatmap(one_thread):
     assert len(wins) == 2 and all(w in grid.medians for row in wins for w in row)
     assert all(r >= 1.0 for row in grid.ratio("loop (SlowGroups)") for r in row)
     assert "Conv1d / fastest" in L.grid_table(grid)
-    fig = L._heatmap(grid)
+    fig = L.heatmap(grid)
     assert isinstance(fig, matplotlib.figure.Figure)
     plt.close(fig)
 

@@ -156,28 +156,31 @@ def test_a_too_big_shape_is_refused_with_its_estimate(no_allocation):
         L.TRAIN_LESSON.check({"width": 16384, "batch": 1 << 20, "layers": 2}, "cpu", torch.float32)
 
 
-def test_explorer_runs_a_small_shape_and_reports_the_three_bounds(one_thread):
+def test_explorer_names_each_variants_regime_in_words(one_thread):
     ex = L.explorer("cpu")
     ex.min_run_time = 0.01
     run, fig = ex.run(width=8, batch=4, layers=1)
     try:
         assert isinstance(fig, matplotlib.figure.Figure)
         assert set(run.timings) == {"Linear", "PseudoLinear", "addcmul"}
-        assert set(run.metrics["PseudoLinear"]) == {"compute bound (µs)", "memory bound (µs)", "overhead bound (µs)"}
-        assert run.metrics["PseudoLinear"]["compute bound (µs)"] == 0
+        assert ex.regimes(run) == L.regimes(run.params, "cpu")  # the toolkit's classifier, same verdicts
+        line = ex.regime_line(run)
+        for name, regime in ex.regimes(run).items():
+            assert f"{name} {regime}-bound" in line
+        assert "overhead-bound" in ex.regime_table(run)
     finally:
         plt.close("all")
 
 
-def test_explorer_metrics_count_a_compiled_forward_as_one_fused_kernel():
-    def compiled(*inputs):  # stands in for a torch.compile wrapper (no compile in a unit test)
-        return L.pseudo_linear(*inputs)
-
-    compiled._torchdynamo_orig_callable = L.pseudo_linear
-    inputs = L.make_inputs({"width": 8, "batch": 4, "layers": 3}, "cpu", torch.float32)
-    fused, eager = L._regime_metrics(compiled, *inputs), L._regime_metrics(L.pseudo_linear, *inputs)
-    assert fused["overhead bound (µs)"] == pytest.approx(eager["overhead bound (µs)"] / 6)  # 1 kernel, not 6 ops
-    assert fused["memory bound (µs)"] < eager["memory bound (µs)"]
+def test_explorer_counts_a_compiled_forward_as_one_fused_kernel():
+    p = {"width": 8, "batch": 4, "layers": 3}
+    fused = L.compiled_work(p)["compiled"]
+    eager = L.LESSON.work(p)["PseudoLinear"]
+    assert (fused.launches, eager.launches) == (1, 6)
+    assert fused.bytes < eager.bytes
+    ex = L.explorer("cpu", compiled=True)
+    assert ex.work_of is L.compiled_work
+    assert L.explorer("cpu", compiled=False).work_of is None
 
 
 # --- compiling: feature detection and the recording backend (no Inductor compile here) --------------
@@ -286,6 +289,9 @@ def test_summaries_follow_the_numbers():
     assert "widened the gap" in L.reproduce_summary(t)
     t["fixed PseudoLinear"] = fake(1.8)
     assert "less than 10%" in L.reproduce_summary(t)
+    t["posted Linear"] = timing.Timing("x", 2.0, 1.5, [1.0, 2.0, 3.5], 1, "", "cpu")  # spread 75%: noisy
+    text = L.reproduce_summary(t)
+    assert "cannot be read" in text and "less than 10%" not in text
 
 
 # --- the exercise checker --------------------------------------------------------------------------
@@ -306,7 +312,7 @@ def test_checker_fails_the_starter_on_ops_not_correctness():
     lambda x, s, b: torch.addcmul(b, x, s).clamp_(min=0),
 ])
 def test_checker_passes_two_op_rewrites(fn):
-    v = L.check_exercise(fn)
+    v = L.check_exercise(fn).on_every_machine()  # the [GPU] timing line is a claim, not a unit test
     assert v.passed, str(v)
 
 
@@ -345,6 +351,187 @@ def test_checker_reference_is_computed_before_the_readers_code_runs():
 
     v = L.check_exercise(clobbers_then_right)
     assert _checks(v)["output and gradients match float64 at 4 shapes"] is False
+
+
+def test_checker_traces_code_that_reads_values_on_the_cpu():
+    def reads_a_value(x, s, b):
+        if float(s[0].detach()) < -1e9:  # meta tensors have no values: the trace falls back to the CPU
+            s = s.abs()
+        return torch.addcmul(b, x, s).relu_()
+
+    v = L.check_exercise(reads_a_value)
+    c = _checks(v)
+    assert "its op trace can be taken" not in c
+    assert c["output and gradients match float64 at 4 shapes"] is True
+    assert c["allocates one output"] is True
+    assert "_local_scalar_dense" in str(v) and "traced on CPU" in str(v)  # the read is an op (a sync on a GPU)
+
+
+@pytest.mark.parametrize("fn, failing", [
+    (lambda x, s, b: torch.addcmul(b, x, s).relu_().double(), "returns a tensor of the input's dtype"),
+    (lambda x, s, b: (x > 0).int(), "returns a tensor of the input's dtype"),
+    (lambda x, s, b: (torch.addcmul(b, x, s).relu_(),), "returns a tensor of the input's shape"),
+    (lambda x, s, b: torch.relu(x.detach() * s + b), "gradients reach x, scale and bias"),
+    (lambda x, s, b: torch.addcmul(b, x, s).relu_() + float("inf"), "output and gradients match float64 at 4 shapes"),
+    (None, "runs forward and backward"),  # not even a function
+])
+def test_checker_turns_garbage_into_a_failed_line(fn, failing):
+    v = L.check_exercise(fn)
+    assert not v.passed, str(v)
+    assert _checks(v)[failing] is False, str(v)
+
+
+def test_checker_turns_a_trace_failure_into_a_line(monkeypatch):
+    monkeypatch.setattr(L, "trace_ops", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no trace today")))
+    v = L.check_exercise(lambda x, s, b: torch.addcmul(b, x, s).relu_())
+    assert _checks(v)["its op trace can be taken"] is False
+    assert "no trace today" in str(v)
+
+
+# --- every fix against float64, forward and training step --------------------------------------------
+def test_every_fix_is_checked_forward_training_and_optimizer():
+    text = L.check_fixes("cpu")
+    assert text.count("✓") == 3, text
+    assert "mul + add_" in text.splitlines()[0]  # the in-place rewrite is checked forward too
+
+
+def test_foreach_check_fails_a_wrong_optimizer(monkeypatch):
+    real = torch.optim.SGD
+
+    def sloppy(params, **kw):  # foreach steps with the wrong learning rate
+        return real(params, **{**kw, "lr": kw["lr"] * (1.5 if kw.get("foreach") else 1)})
+
+    monkeypatch.setattr(torch.optim, "SGD", sloppy)
+    assert L.foreach_check().startswith("✗")
+
+
+# --- the thread's figures: read from the recorded reported file --------------------------------------
+def test_thread_figures_come_from_the_reported_file():
+    from lessons_lib import results
+
+    rec = results.for_lesson(L.LESSON_KEY, kinds="reported")[0]
+    rep = L.thread_report()
+    assert rep.label == rec.label() and "reported" in rep.label and "not named" in rep.label
+    assert [(r["width"], r["iterations"]) for r in rep.runs] == [(160, 400), (1024, 40)]
+    tables = rec.lessons[L.LESSON_KEY]["speedups"]["tables"]
+    assert {n: list(t.values()) for n, t in rep.tables.items()} == {n: t["speedup"] for n, t in tables.items()}
+    assert "graph" in list(rep.tables)[-1]  # the CUDA-graphs table last, as in the thread
+    assert not hasattr(L, "THREAD_TABLES") and not hasattr(L, "THREAD_RUNS")  # one copy: the file
+
+
+def test_reported_table_and_figure_carry_the_files_label():
+    label = L.thread_report().label
+    assert L.reported_table().splitlines()[0] == label
+    assert L.thread_runs_table().splitlines()[0] == label
+    assert "1.08×" in L.thread_runs_table()
+    fig = L.reported_figure()
+    assert label in fig.axes[0].get_title()
+    plt.close(fig)
+
+
+def test_without_the_reported_file_the_tables_say_so(monkeypatch):
+    from lessons_lib import results
+
+    monkeypatch.setattr(results, "for_lesson", lambda *a, **k: [])
+    assert L.thread_report() is None
+    assert "not in lessons_lib/reference" in L.reported_table()
+    assert "not in lessons_lib/reference" in L.thread_runs_table()
+    plt.close(L.reported_figure())
+
+
+# --- the Strassen check: Linear's exponent over its compute-bound widths -------------------------------
+def _fake_sweep(values, linear_times, peaks_):
+    from lessons_lib.lesson import Run, Sweep
+
+    runs = []
+    for v, t in zip(values, linear_times):
+        p = {"width": v, "batch": 256, "layers": 1}
+        work = L.LESSON.work(p)
+        runs.append(Run(L.LESSON.key, p, "float32", "cpu",
+                        {n: timing.Timing(n, t if n == "Linear" else 1e-6, 0.0, [t], 1, "", "cpu") for n in work},
+                        work))
+    return Sweep(L.LESSON.key, "width", values, runs)
+
+
+def test_linear_exponent_reads_the_compute_bound_points():
+    pk = roofline.Peaks(flops=1e9, bandwidth=1e12, launch=1e-9, source="test")  # everything compute-bound
+    sw = _fake_sweep([64, 128, 256], [1.0, 4.0, 16.0], pk)
+    k, lo, hi = L.linear_exponent(sw, pk)
+    assert (round(k, 6), lo, hi) == (2.0, 64, 256)
+    assert "width^2.00" in L.sweep_summary(sw, pk)
+    assert L.linear_exponent(sw, roofline.Peaks(1e18, 1e18, 1.0, "all overhead")) is None
+
+
+# --- the compiled comparison says which regime each shape is in --------------------------------------
+def test_compiled_run_names_the_regimes_and_slower_is_slower():
+    def fake(median):
+        return timing.Timing("x", median, 0.0, [median], 1, "", "cpu")
+
+    big, small = {"width": 256, "batch": 16384, "layers": 4}, {"width": 16, "batch": 16, "layers": 4}
+    cr = L.CompiledRun(compiling.Compiled(fn=print, backend="inductor", cold_s=2.0), big, correct="✓",
+                       eager=fake(2.0), fused=fake(1.0), small=(fake(1.0), fake(2.0)), small_params=small,
+                       regimes={L._shape(big): ("memory", "memory"), L._shape(small): ("overhead", "overhead")})
+    text = str(cr)
+    assert "eager PseudoLinear memory-bound" in text
+    assert "eager PseudoLinear overhead-bound" in text
+    assert "compiled is 2.00× faster" in text
+    assert "compiled is 2.00× slower" in text
+    assert "ate the gain" in text
+
+
+# --- every device the machine has (under tests/simgpu, the simulated GPU's CUDA branches too) ----------
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+TINY = {"width": 8, "batch": 4, "layers": 1}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reproduce_runs_both_benchmarks(device, one_thread):
+    t = L.reproduce(device, width=8, batch=4, layers=1, min_run_time=0.01)
+    assert set(t) == {"posted Linear", "posted PseudoLinear", "fixed Linear", "fixed PseudoLinear"}
+    assert "posted benchmark: PseudoLinear is" in L.reproduce_summary(t)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_explorer_names_regimes_on_each_device(device, one_thread):
+    ex = L.explorer(device)
+    ex.min_run_time = 0.01
+    run, fig = ex.run(**TINY)
+    plt.close(fig)
+    assert run.device == device
+    assert ex.regime_line(run).startswith("regime: Linear ")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fixes_are_checked_on_each_device(device):
+    assert L.check_fixes(device).count("✓") == 3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gpu_only_evidence_is_none_without_a_gpu_and_present_with_one(device):
+    lat, names = L.gpu_launch_latency(device, n=5), L.gpu_kernels(TINY, device)
+    if device == "cpu":
+        assert lat is None and names is None
+    else:
+        assert set(lat) == {"issue (host, s per op)", "event span of one op (GPU, s)"}
+        if trace.profiler_sees_cuda():
+            assert set(names) == {"Linear", "PseudoLinear", "addcmul"}
+        else:  # a CPU-only build (the simulated GPU): no kernel names, and no error
+            assert names is None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rate_summary_on_each_device(device, one_thread):
+    run = L.LESSON.run({"width": 64, "batch": 64, "layers": 1}, device, variants=["Linear"], min_run_time=0.01)
+    text = L.rate_summary(run, L.peaks(device))
+    assert "GFLOP/s counted as 2·batch·width² FLOPs" in text
+    if device == "cuda" and roofline.datasheet(torch.cuda.get_device_name(), torch.float32):
+        assert "datasheet peak" in text
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_and_compare_explains_or_runs_on_each_device(device, monkeypatch):
+    monkeypatch.setattr(compiling, "problem", lambda *a, **k: "no compiler here.")
+    assert str(L.compile_and_compare(SMALL, device)) == "torch.compile was not run: no compiler here."
 
 
 # --- recorded results ----------------------------------------------------------------------------

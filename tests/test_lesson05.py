@@ -67,6 +67,23 @@ def test_graphs_raise_pseudolinears_ratio_over_linear_as_in_the_thread():
     assert all(g >= e - 1e-9 for g, e in zip(graphed, eager))
 
 
+def test_graphs_gain_cap_by_hand_and_no_modelled_gain_exceeds_it():
+    # per kernel: host saves dispatch 2 µs + launch 4 µs; the device still spends 2 µs + 0.5 µs: ×2.4
+    assert L.graph_gain_cap(DISPATCH) == pytest.approx((2e-6 + 4e-6) / (2e-6 + 0.5e-6))
+    gain = L.graph_gain("T4", dispatch=DISPATCH)
+    assert list(gain)[0] == "reported" and len(gain["reported"]) == len(L.REPORTED_WIDTHS)
+    assert gain["reported"][L.REPORTED_WIDTHS.index(512)] == pytest.approx(1.7432 / 0.4413, rel=1e-3)
+    for gpu in launch_queue.PRESETS:
+        model = L.graph_gain(gpu, dispatch=DISPATCH)[f"model ({gpu}, batch 64)"]
+        assert all(0.99 <= g <= L.graph_gain_cap(DISPATCH, gpu) for g in model)
+    assert L.model_step(L.OVERHEAD_BOUND, "T4", dispatch=DISPATCH).speedup <= L.graph_gain_cap(DISPATCH)
+
+
+def test_the_gain_table_says_where_the_rise_is_largest():
+    text = L.graph_gain_table("T4", dispatch=DISPATCH)
+    assert "largest ×3.95 at width 512" in text and "model (T4, batch 64)" in text
+
+
 def test_overhead_and_compute_bound_shapes_are_what_their_names_say_on_every_preset():
     for gpu in launch_queue.PRESETS:
         assert L.model_step(L.OVERHEAD_BOUND, gpu, dispatch=DISPATCH).speedup >= 2
@@ -127,6 +144,31 @@ def test_gpu_only_functions_explain_themselves_on_a_cpu():
     assert [v.name for v in L.gpu_lesson("cpu").variants] == ["eager"]
 
 
+def test_old_torch_without_make_graphed_callables_or_reduce_overhead_is_explained(monkeypatch):
+    from lessons_lib import graphs
+
+    monkeypatch.setattr(graphs, "has_graphs", lambda: True)
+    monkeypatch.delattr(torch.cuda, "make_graphed_callables", raising=False)
+    assert "no torch.cuda.make_graphed_callables" in graphs.graphed_callables_problem()
+    assert not graphs.has_graphed_callables()
+    monkeypatch.delattr(torch.compiler, "cudagraph_mark_step_begin", raising=False)
+    assert "no mode='reduce-overhead'" in graphs.reduce_overhead_problem("cuda")
+
+
+def test_the_reduce_overhead_note_states_the_documented_facts(monkeypatch):
+    from lessons_lib import graphs
+
+    monkeypatch.setattr(graphs, "reduce_overhead_problem", lambda _dev: None)
+    note = L.reduce_overhead_note("cpu")
+    assert "cudagraph_dynamic_shape_warn_limit" in note and "raises an error" in note
+    assert "cudagraph_mark_step_begin" in note
+
+
+def test_seed_model_bytes_by_hand():
+    # width 2, batch 3, layers 1: weights 2·2·(4 + 2) + 2·2·2·2 = 40; activations 4·(2 + 4)·3·2 = 144
+    assert L.seed_model_bytes({"width": 2, "batch": 3, "layers": 1}) == 4 * (2 * 40 + 144)
+
+
 def test_the_explorer_shows_the_model_beside_a_cpu_run(one_thread):
     ex = L.explorer("cpu")
     run, fig = ex.run(width=16, batch=8, layers=2)
@@ -185,6 +227,32 @@ def test_broken_code_becomes_a_verdict_line(bad):
     assert not v.passed and "Traceback" not in str(v)
 
 
+def test_a_hang_and_nan_become_verdict_lines(monkeypatch):
+    from lessons_lib import grading
+
+    monkeypatch.setattr(grading, "READER_TIME_LIMIT", 0.5)
+
+    def hangs(*_a):
+        while True:
+            pass
+
+    def nan(x, w, b, y):
+        return torch.tensor(float("nan")), torch.zeros_like(w), torch.zeros_like(b)
+
+    assert "stopped" in str(L.check_exercise(hangs))
+    assert "NaN or inf" in str(L.check_exercise(nan))
+
+
+def test_graph_check_lets_a_checkers_time_limit_through():
+    from lessons_lib import graphs, grading
+
+    def stopped(x, w):
+        raise grading.TimeLimit("still running")
+
+    with pytest.raises(grading.TimeLimit):
+        graphs.graph_check(stopped, *L._xy("cpu"))
+
+
 def test_the_reference_is_computed_before_the_readers_code_runs():
     def clobbers(x, w, b, y):
         out = _solution(x, w, b, y)
@@ -220,6 +288,24 @@ def test_the_gpu_lesson_has_a_graph_variant_that_matches_eager():
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
 def test_the_kept_reference_demo_shows_the_overwrite():
     assert "`first is cap.static_outputs`: True" in L.kept_reference_demo("cuda")
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
+def test_the_exercise_checker_captures_on_a_gpu_and_explains_a_failed_capture():
+    assert L.check_exercise(_solution).passed
+    text = str(L.check_exercise(L.exercise_starter))
+    assert f"✗ [GPU] {L.GPU_CHECK}" in text and "Traceback" not in text
+    assert (torch.ones(2, device="cuda") * 2).sum().item() == 4.0  # the CUDA context is still usable
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
+def test_the_seed_experiment_refuses_a_shape_that_does_not_fit_before_allocating(monkeypatch):
+    from lessons_lib import graphs
+
+    monkeypatch.setattr(graphs, "graphed_callables_problem", lambda: None)
+    monkeypatch.setattr(torch, "randn", lambda *a, **k: pytest.fail("allocated"))
+    text = L.graphed_callables_ratio(16384, batch=1 << 20, layers=64, device="cuda")
+    assert isinstance(text, str) and "16384" in text
 
 
 # --- gpu claim tests: bars derived from the model ----------------------------------------------------------

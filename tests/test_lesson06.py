@@ -264,6 +264,11 @@ def test_layout_timings_plumbing(one_thread):
     assert list(t) == ["contiguous NCHW", "channels_last"]
 
 
+def test_a_claim_another_lesson_tests_points_there():
+    table = L.summary_table({})
+    assert "torch.matmul" in table and "lesson 01" in table
+
+
 def test_summary_table_has_every_claim_and_its_evidence():
     table = L.summary_table({L.CLAIMS[0][0]: "59x in the model"})
     assert all(c[0] in table for c in L.CLAIMS) and "59x in the model" in table

@@ -168,6 +168,73 @@ def test_the_progress_bar_resets_after_a_sweep():
     assert ex.progress.value == 0
 
 
+# --- regimes: the explorer names the bound each variant sits on ---------------------------------------
+def _outputs_text(ex):
+    return "".join(o.get("text", "") for o in ex.out.outputs)
+
+
+def test_a_finished_run_names_each_variants_regime():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    ex.widget()
+    ex._act(ex._do_run, background=False)
+    assert "regime: mm overhead-bound; einsum overhead-bound" in ex.status.value  # 8 × 8: nothing but overhead
+    text = _outputs_text(ex)
+    assert "Regimes at n=8 k=2" in text
+    assert "overhead-bound: fewer, fatter ops" in text  # what helps, for each regime that occurs
+
+
+def test_regimes_follow_the_toolkit_classifier():
+    from lessons_lib import roofline
+
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    run, fig = ex.run(n=8)
+    plt.close(fig)
+    pk = roofline.measure_peaks("cpu")
+    assert ex.regimes(run) == {n: pk.regime(run.work[n]) for n in run.timings}
+
+
+def test_a_sweep_says_where_each_regime_holds():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    ex.widget()
+    ex.sweep_w.value = "k"
+    ex._act(ex._do_sweep, background=False)
+    assert "Regimes across count k" in _outputs_text(ex)
+    assert "mm: overhead-bound at 1–8" in _outputs_text(ex)
+
+
+def test_work_of_replaces_the_traced_work_of_a_variant():
+    from lessons_lib import roofline
+
+    one = roofline.Work(flops=0, bytes=0, launches=1)
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01, work_of=lambda p, dt: {"einsum": one, "not a variant": one})
+    run, fig = ex.run(n=8)
+    plt.close(fig)
+    assert run.work["einsum"] == one
+    assert run.work["mm"] != one
+
+
+def test_a_model_replay_names_the_regimes_it_records():
+    ex = Explorer(L1.LESSON, "cpu")
+    line = ex.replay_regimes(_model_rec())
+    assert line.startswith("regime at ") and "-bound" in line
+    assert ex.replay_regimes(next(r for r in results.for_lesson(KEY01, kinds="reported"))) == ""
+
+
+def test_regime_spans_group_equal_neighbours():
+    from lessons_lib import roofline
+
+    assert roofline.regime_spans([1, 2, 4, 8], ["overhead", "overhead", "memory", "compute"]) == \
+        "overhead-bound at 1–2, memory-bound at 4, compute-bound at 8"
+
+
+def test_regime_words_name_a_close_runner_up():
+    from lessons_lib import roofline
+
+    pk = roofline.Peaks(flops=1.0, bandwidth=1.0, launch=1.0, source="test")
+    assert pk.regime_words(roofline.Work(flops=10, bytes=1, launches=1)) == "compute-bound"
+    assert pk.regime_words(roofline.Work(flops=10, bytes=8, launches=1)) == "compute-bound, memory close behind (0.80×)"
+
+
 # --- sliders ---------------------------------------------------------------------------------------
 def test_a_wide_range_gets_powers_of_two_and_the_default():
     assert slider_values(1, 65536, 12) == [1, 2, 4, 8, 12, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
