@@ -8,15 +8,6 @@ from lessons_lib import lesson05_cuda_graphs as L
 from lessons_lib.graphs import graph_check
 
 CUDA = torch.cuda.is_available()
-SIMULATED = bool(getattr(torch.cuda, "_course_simulated", None))
-
-
-@pytest.fixture(autouse=True)
-def _simulated_host_cache(monkeypatch):
-    """torch.cuda.graph empties the pinned-host cache on entry (torch._C._host_emptyCache), which a
-    CPU-only build lacks; the simulated GPU does not provide it yet (requested), so stand in here."""
-    if SIMULATED and not hasattr(torch._C, "_host_emptyCache"):
-        monkeypatch.setattr(torch._C, "_host_emptyCache", lambda: None, raising=False)
 
 
 def test_the_catalogue_has_at_least_15_entries_safe_and_unsafe():
