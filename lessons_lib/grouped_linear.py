@@ -334,24 +334,42 @@ def _compute_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
     return torch.promote_types(x.dtype, weight.dtype)
 
 
-def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float) -> tuple[dict, list]:
-    """The course harness's median for each strategy on detached copies of these tensors."""
+def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float) -> tuple[dict, list, dict]:
+    """The course harness's median for each strategy on detached copies of these tensors, within
+    `budget` seconds: (medians, noisy names, {strategy: why it was not timed}).
+
+    block_diagonal goes last and is skipped when even an optimistic guess at its call (G× the
+    FLOPs of the fastest so far, at twice its efficiency) would not fit three times into what is
+    left; any strategy is skipped once the budget is spent. Neither can hide a winner that matters:
+    a strategy that slow would lose anyway."""
     xs = x.detach().requires_grad_(training and x.requires_grad)
     ws = weight.detach().requires_grad_(training)
     bs = None if bias is None else bias.detach().requires_grad_(training)
     leaves = [t for t in (xs, ws, bs) if t is not None and t.requires_grad]
-    medians, noisy = {}, []
+    if training:  # a dense incoming gradient, as a real loss gives: an expanded one (stride 0) sends
+        d = _norm_dim(dim, x.dim())  # some backward GEMMs down slower paths and misranks strategies
+        grad = torch.randn((*x.shape[:d], weight.shape[0] * weight.shape[1], *x.shape[d + 1:]),
+                           device=x.device, dtype=_compute_dtype(x, weight))
+    names = sorted(names, key=lambda n: n == "block_diagonal")
+    medians, noisy, skipped = {}, [], {}
     start = time.perf_counter()
     for i, name in enumerate(names):
         fn = FUNCTIONS[name]
         left = budget - (time.perf_counter() - start)
+        if medians and left <= 0:
+            skipped[name] = f"the tuning budget ({budget:g} s) was spent"
+            continue
+        if name == "block_diagonal" and medians:
+            guess = weight.shape[0] * min(medians.values()) / 2
+            if 3 * guess > left:
+                skipped[name] = (f"{weight.shape[0]}× the FLOPs: at least ~{timing.fmt_time(guess)} a call, more "
+                                 "than the tuning budget left")
+                continue
         share = max(left / (len(names) - i), 0.01)
         if training:
-            grad = torch.ones((), device=x.device)
-
             def call(fn=fn):
                 out = fn(xs, ws, bs, dim)
-                return torch.autograd.grad(out, leaves, grad.expand(out.shape).to(out.dtype))
+                return torch.autograd.grad(out, leaves, grad.to(out.dtype))
         else:
             def call(fn=fn):
                 with torch.no_grad():
@@ -361,7 +379,7 @@ def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float)
         medians[name] = t.median
         if t.noisy:
             noisy.append(name)
-    return medians, noisy
+    return medians, noisy, skipped
 
 
 def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: float | None = None,
@@ -389,7 +407,8 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
         if why:
             skipped[s] = why
             names.remove(s)
-    medians, noisy = _time_strategies(names, x, weight, bias, dim, training, budget)
+    medians, noisy, over = _time_strategies(names, x, weight, bias, dim, training, budget)
+    skipped.update(over)
     best = min(medians, key=medians.get)
     choice = Choice(key, best, medians, skipped, time.perf_counter() - t0, noisy)
     if strategies is None:

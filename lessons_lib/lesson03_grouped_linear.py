@@ -664,7 +664,7 @@ def record(device, quick: bool = False) -> dict:
     for kind, training in (("forward", False), ("training", True)):
         GL.clear_cache()
         g = crossover_grid(dev, grid["groups"], grid["group_size"], training=training, variants=names,
-                           max_time=0.3 if not quick else 0.05)
+                           max_time=0.6 if not quick else 0.05, min_run_time=0.1 if not quick else 0.03)
         out["grids"][kind] = g.as_dict()
     out["tuning_seconds"] = [c.seconds for c in GL.cache().values()]
     return out

@@ -887,6 +887,28 @@ def record(device, quick: bool = False) -> dict:
     return out
 
 
+def targets(device, section: dict) -> list[dict]:
+    """This lesson's bars as measured here: the compiled forward ≥ 2× eager PseudoLinear at a
+    memory-bound CPU shape (on a GPU a `gpu` claim test holds the bars); the per-op overhead measured,
+    not assumed; every variant's regime recorded at three shapes."""
+    cpu = torch.device(device).type == "cpu"
+    out = []
+    c = section.get("compiled") or {}
+    if "speedup" in c:
+        out.append({"name": f"04 compiled / eager PseudoLinear, forward, at {_shape(c['params'])}",
+                    "value": c["speedup"], "bar": ">= 2 (CPU)", "ok": c["speedup"] >= 2 if cpu else None})
+    add = (section.get("overhead") or {}).get("1-element add")
+    if add:
+        out.append({"name": "04 per-op overhead, a 1-element add (µs, measured)", "value": add["median"] * 1e6,
+                    "bar": "> 0", "ok": add["median"] > 0})
+    shapes = section.get("regimes") or []
+    if shapes:
+        named = all(v.get("regime") for r in shapes for v in r["variants"].values())
+        out.append({"name": "04 shapes with every variant's regime recorded", "value": len(shapes),
+                    "bar": ">= 3", "ok": len(shapes) >= 3 and named})
+    return out
+
+
 # --- exercise ------------------------------------------------------------------------------------
 # A scale + bias + activation block, as after a normalisation: y = relu(x * scale + bias), with
 # per-feature scale and bias. The starter launches three ops and allocates three tensors. Rewrite
@@ -1022,4 +1044,4 @@ __all__ = ["LESSON", "TRAIN_LESSON", "FORWARD_FIXES", "LESSON_KEY", "THREAD_SHAP
            "by_hand_table", "inplace_on_a_leaf", "optimizer_ops", "optimizer_timings", "foreach_check", "check_fixes",
            "reported_figure", "reported_table", "gpu_launch_latency", "reproduce_summary", "overhead_summary",
            "sweep_summary", "linear_exponent", "rate_summary", "fused_graphs", "compile_and_compare", "CompiledRun",
-           "compiled_training_check", "batch_summary", "record", "exercise_starter", "check_exercise"]
+           "compiled_training_check", "batch_summary", "record", "targets", "exercise_starter", "check_exercise"]

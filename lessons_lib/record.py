@@ -184,7 +184,9 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         recorded[key] = modules[key].record(dev, quick=args.quick)
         print(f"  {key}: done in {time.perf_counter() - t0:.1f} s", flush=True)
-    recorded["targets"] = targets(dev, recorded, modules)
+    # Targets over every lesson the file will hold: those recorded now and those kept from before.
+    kept = results.measured_lessons(info, args.out)
+    recorded["targets"] = targets(dev, {**kept, **recorded}, modules)
     path = results.save(info, recorded, args.out)
     for t in recorded["targets"]:
         verdict = {True: "met", False: "MISSED", None: "n/a on this device"}[t["ok"]]

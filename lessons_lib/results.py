@@ -149,12 +149,18 @@ class Recorded:
         return {n: v["median"] for n, v in head.get("variants", {}).items() if "median" in v}
 
 
+def measured_lessons(info: DeviceInfo, directory: Path | str = REFERENCE_DIR) -> dict:
+    """The lessons already in this device's measured file ({} if there is none)."""
+    path = Path(directory) / f"{info.slug()}.json"
+    return json.loads(path.read_text())["lessons"] if path.exists() else {}
+
+
 def save(info: DeviceInfo, lessons: dict, directory: Path | str = REFERENCE_DIR) -> Path:
     """Write (or update) this device's measured file; lessons not re-recorded are kept."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{info.slug()}.json"
-    old = json.loads(path.read_text())["lessons"] if path.exists() else {}
+    old = measured_lessons(info, directory)
     data = {"meta": {**info.as_dict(), "kind_of_figures": "measured", "recorded_by": "python -m lessons_lib.record"},
             "lessons": {**old, **lessons}}
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -348,3 +348,28 @@ def test_block_diagonal_refuses_a_weight_that_does_not_fit_before_allocating():
     layer.groups, layer.in_features, layer.out_features = 512, 512, 512
     with pytest.raises(ValueError, match="block_diagonal.*Available"):
         layer(torch.empty(2, 512 * 512, device="meta"))
+
+
+def test_tuning_skips_a_block_diagonal_that_cannot_fit_the_budget_and_uses_a_dense_gradient(monkeypatch):
+    from lessons_lib import timing
+
+    seen = []
+
+    def fake_measure(call, label, **_kw):
+        if label == "bmm":
+            call()  # one real training call: the incoming gradient must be dense, as a loss gives
+        return timing.Timing(label, 0.01 if label == "bmm" else 0.02, 0.0, [0.01], 1, "fake", "cpu")
+
+    real_grad = torch.autograd.grad
+
+    def spy_grad(out, leaves, grad_out):
+        seen.append(grad_out.stride())
+        return real_grad(out, leaves, grad_out)
+
+    monkeypatch.setattr(timing, "measure", fake_measure)
+    monkeypatch.setattr(torch.autograd, "grad", spy_grad)
+    x, w, b = torch.randn(2, 64 * 3, 5, requires_grad=True), torch.randn(64, 3, 3), torch.randn(64, 3)
+    medians, _noisy, skipped = GL._time_strategies(["bmm", "block_diagonal", "conv"], x, w, b, 1, True, budget=1.0)
+    assert set(medians) == {"bmm", "conv"}  # 64 groups × 10 ms / 2, three times: over the 1 s budget
+    assert "64× the FLOPs" in skipped["block_diagonal"]
+    assert seen and 0 not in seen[0]  # not an expanded (stride-0) gradient

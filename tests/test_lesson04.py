@@ -547,6 +547,16 @@ def test_record_quick_on_cpu(monkeypatch, one_thread):
     assert out["headline"]["variants"]["Linear"]["floor"] > 0
     assert set(out["sweeps"]) == {"width", "batch"}
     assert "compiled" not in out
+    bars = {t["name"]: t for t in L.targets("cpu", out)}
+    assert bars["04 per-op overhead, a 1-element add (µs, measured)"]["ok"] is True
+    assert bars["04 shapes with every variant's regime recorded"]["ok"] is False  # one shape when quick
+
+
+def test_targets_grade_the_compiled_bar_on_a_cpu_only():
+    section = {"compiled": {"params": {"width": 256, "batch": 65536, "layers": 4}, "speedup": 1.5}}
+    (cpu,) = L.targets("cpu", section)
+    assert cpu["ok"] is False and cpu["bar"] == ">= 2 (CPU)"
+    assert L.targets("cuda", section)[0]["ok"] is None  # a GPU's bars are claim tests
 
 
 # --- GPU claims (skipped without CUDA); each bar derived from the roofline --------------------------

@@ -103,3 +103,20 @@ def test_model_files_regenerate_with_the_committed_figures(tmp_path):
 def test_model_of_an_unknown_gpu_is_refused():
     with pytest.raises(ValueError, match="datasheet"):
         record.model("Some GPU")
+
+
+def test_recording_one_lesson_keeps_the_targets_of_the_others(tmp_path, monkeypatch, capsys):
+    import types
+
+    def fake(key, value):
+        return types.SimpleNamespace(
+            record=lambda dev, quick=False: {"value": value},
+            targets=lambda dev, section: [{"name": key, "value": section["value"], "bar": "<= 1", "ok": True}])
+
+    monkeypatch.setattr(record, "lesson_modules", lambda: {"90_a": fake("90_a", 1.0), "91_b": fake("91_b", 2.0)})
+    assert record.main(["--device", "cpu", "--out", str(tmp_path)]) == 0
+    assert record.main(["--device", "cpu", "--out", str(tmp_path), "--lessons", "91_b"]) == 0
+    (path,) = tmp_path.glob("*.json")
+    data = json.loads(path.read_text())
+    assert {t["name"] for t in data["lessons"]["targets"]} == {"90_a", "91_b"}  # 90_a's kept, not dropped
+    assert data["lessons"]["90_a"] == {"value": 1.0}
