@@ -35,7 +35,7 @@ def _axes(ax, figsize=(7, 3.2)):
 def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=None,
          colors: dict[str, str] | None = None, bar_label: str = "median, whiskers ± IQR/2"):
     """Median time per call of each variant with its IQR, and the hardware floor if given."""
-    fig, ax = _axes(ax, (7, 0.5 + 0.45 * len(timings)))
+    fig, ax = _axes(ax, (7, 1.4 + 0.45 * len(timings)))  # room for a two-line title, axis and legend
     unit, scale = time_unit([t.median + t.iqr for t in timings] + list((floors or {}).values()))
     ys = range(len(timings))
     color = [(colors or {}).get(t.label, "tab:blue") for t in timings]
