@@ -29,12 +29,36 @@ def test_each_kind_of_hidden_sync_is_one_entry_with_its_line(code, what, line, c
     assert line in report.syncs[0].where  # the lambda's own line of source
 
 
-def test_a_masked_assignment_is_a_sync_too():
+def test_a_masked_assignment_of_a_tensor_is_a_sync_too():
+    def fn(x):
+        x[x < 0] = torch.zeros(2)
+        return x
+
+    assert _whats(syncs(fn, torch.arange(-2.0, 3.0))) == ["aten.index_put_ (bool mask)"]
+
+
+def test_a_masked_assignment_of_a_scalar_is_a_sync_only_where_torch_makes_it_index_put():
+    # torch 2.15 rewrites `x[mask] = scalar` as masked_fill_ (no sync); older releases call index_put_.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func.__name__.split(".")[0])
+            return func(*args, **(kwargs or {}))
+
     def fn(x):
         x[x < 0] = 0
         return x
 
-    assert _whats(syncs(fn, torch.arange(-2.0, 3.0))) == ["aten.index_put_ (bool mask)"]
+    with Ops():
+        fn(torch.arange(-2.0, 3.0))
+    found = _whats(syncs(fn, torch.arange(-2.0, 3.0)))
+    if "masked_fill_" in seen:
+        assert found == []
+    else:
+        assert "index_put_" in seen and found == ["aten.index_put_ (bool mask)"]
 
 
 def test_pure_device_code_has_no_syncs_and_no_copies():
