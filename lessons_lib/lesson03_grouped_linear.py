@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 
 import torch
 import torch.nn as nn
@@ -594,6 +595,36 @@ def crossover_grid(device=None, groups=None, sizes=None, base: dict | None = Non
                 dev.type, noisy)
 
 
+def paired_check(grid: Grid, rounds: int = 5, min_run_time: float = 0.05, progress=None) -> dict:
+    """GroupedLinear(auto) against the grid's fastest other variant at each point, re-timed in `rounds`
+    alternating pairs (auto first, then second): the median of the per-round ratios. A shared machine
+    drifts between one variant's measurement and the next; a pair sees the same drift, so the ratio
+    keeps what the grid's single pass loses in noise (±20% on a busy 2-core VM). Uses the tuning cache
+    the grid filled, so auto runs the choice it made there."""
+    dev = torch.device(grid.device)
+    lesson = with_variants(TRAIN_LESSON if grid.training else LESSON, auto=True)
+    auto = "GroupedLinear(auto)"
+    ratios = [[math.nan] * len(grid.sizes) for _ in grid.groups]
+    against = [[""] * len(grid.sizes) for _ in grid.groups]
+    chose = [[""] * len(grid.sizes) for _ in grid.groups]  # auto's strategy at each point, from its cache
+    for i, G in enumerate(grid.groups):
+        for j, K in enumerate(grid.sizes):
+            other = min((n for n in grid.medians if n != auto), key=lambda n: grid.medians[n][i][j])
+            params = {**grid.base, "groups": G, "group_size": K}
+            per_round = []
+            for r in range(rounds):
+                pair = [auto, other] if r % 2 == 0 else [other, auto]
+                t = lesson.run(params, dev, variants=pair, min_run_time=min_run_time).timings
+                per_round.append(t[auto].median / t[other].median)
+            ratios[i][j], against[i][j] = statistics.median(per_round), other
+            picked = [c.strategy for k, c in GL.cache().items()
+                      if k[0].startswith(grid.device) and k[2:4] == (G, K) and k[7] == grid.training]
+            chose[i][j] = picked[0] if len(picked) == 1 else "?"
+            if progress:
+                progress(i * len(grid.sizes) + j + 1, len(grid.groups) * len(grid.sizes))
+    return {"ratios": ratios, "against": against, "chose": chose, "rounds": rounds}
+
+
 def grid_table(grid: Grid) -> str:
     """The winner at each point and the loop's and the Conv1d's time over the winner's."""
     wins, loop_r, conv_r = grid.winners(), grid.ratio("loop (SlowGroups)"), grid.ratio("grouped Conv1d")
@@ -666,6 +697,9 @@ def record(device, quick: bool = False) -> dict:
         g = crossover_grid(dev, grid["groups"], grid["group_size"], training=training, variants=names,
                            max_time=0.6 if not quick else 0.05, min_run_time=0.1 if not quick else 0.03)
         out["grids"][kind] = g.as_dict()
+        if "GroupedLinear(auto)" in g.medians:
+            out.setdefault("paired", {})[kind] = paired_check(g, rounds=9 if not quick else 2,
+                                                               min_run_time=0.05 if not quick else 0.01)
     out["tuning_seconds"] = [c.seconds for c in GL.cache().values()]
     return out
 
@@ -680,10 +714,19 @@ def targets(device, section: dict) -> list[dict]:
         if "GroupedLinear(auto)" not in grid.medians:
             continue
         others = {n: m for n, m in grid.medians.items() if n != "GroupedLinear(auto)"}
-        worst = max(grid.medians["GroupedLinear(auto)"][i][j] / min(m[i][j] for m in others.values())
-                    for i in range(len(grid.groups)) for j in range(len(grid.sizes)))
-        out.append({"name": f"03 GroupedLinear(auto) / fastest variant, worst of {len(grid.groups) * len(grid.sizes)} "
-                            f"grid points ({kind})", "value": worst, "bar": "<= 1.10", "ok": worst <= 1.10})
+        points = len(grid.groups) * len(grid.sizes)
+        single = max(grid.medians["GroupedLinear(auto)"][i][j] / min(m[i][j] for m in others.values())
+                     for i in range(len(grid.groups)) for j in range(len(grid.sizes)))
+        paired = (section.get("paired") or {}).get(kind)
+        if paired:  # the bar is judged on the paired re-timing; the single pass is shown beside it
+            worst = max(max(row) for row in paired["ratios"])
+            out.append({"name": f"03 GroupedLinear(auto) / fastest variant, median of {paired['rounds']} alternating "
+                                f"pairs, worst of {points} grid points ({kind})",
+                        "value": worst, "bar": "<= 1.10", "ok": worst <= 1.10})
+        out.append({"name": f"03 GroupedLinear(auto) / fastest variant, the grid's single pass, worst of {points} "
+                            f"grid points ({kind})", "value": single,
+                    "bar": "<= 1.10" if not paired else "info (noise included)",
+                    "ok": (single <= 1.10) if not paired else None})
     tune = section.get("tuning_seconds") or []
     if tune:
         out.append({"name": "03 GroupedLinear auto-tuning seconds per new shape (worst)", "value": max(tune),

@@ -376,7 +376,7 @@ def test_tuning_skips_a_block_diagonal_that_cannot_fit_the_budget_and_uses_a_den
 
 
 def test_near_ties_get_a_second_look_and_keep_their_lower_median(monkeypatch):
-    # First look: bmm 10, einsum 11 (a near-tie), conv 30. Second look: bmm 13 (a noisy moment), einsum 9.
+    # First look: bmm 10, einsum 11 (a near-tie), conv 30. Second look, in reverse: einsum 9, bmm 13 (a noisy moment).
     # Noise only adds time, so each keeps its lower median: einsum 9 beats bmm 10.
     script = {"bmm": [10.0, 13.0], "einsum": [11.0, 9.0], "conv": [30.0]}
     calls = []
@@ -390,5 +390,25 @@ def test_near_ties_get_a_second_look_and_keep_their_lower_median(monkeypatch):
     monkeypatch.setattr(GL, "time", types.SimpleNamespace(perf_counter=lambda: 0.0))  # a budget never spent
     x, w, b = torch.randn(4, 12), torch.randn(3, 4, 4), torch.randn(3, 4)
     choice = GL.tune(x, w, b, training=False, strategies=["bmm", "einsum", "conv"])
-    assert calls == ["bmm", "einsum", "conv", "bmm", "einsum"]  # conv (3× the fastest) is not timed again
+    assert calls == ["bmm", "conv", "einsum", "einsum", "bmm"]  # reversed; conv (3× the fastest) not again
     assert choice.strategy == "einsum" and choice.medians == {"bmm": 10.0, "einsum": 9.0, "conv": 30.0}
+
+
+def test_a_spent_budget_leaves_the_loop_untimed_not_the_usual_winners(monkeypatch):
+    # Each measurement takes 0.3 s of a 1.0 s first look: three strategies fit. The loop (the slowest to
+    # time on many groups) must not be one of them; Conv1d, the winner on large shapes, must.
+    clock = [0.0]
+    calls = []
+
+    def scripted(call, label, **_kw):
+        calls.append(label)
+        clock[0] += 0.3
+        return timing.Timing(label, 1.0, 0.0, [1.0], 1, "scripted", "cpu")
+
+    monkeypatch.setattr(timing, "measure", scripted)
+    monkeypatch.setattr(GL, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    assert set(GL.TIMING_ORDER) == set(GL.STRATEGIES)
+    x, w, b = torch.randn(2, 12, 5), torch.randn(3, 4, 4), torch.randn(3, 4)
+    medians, _noisy, skipped = GL._time_strategies(list(GL.STRATEGIES), x, w, b, 1, False, 1.0)
+    assert calls == ["bmm", "matmul_channels", "conv", "einsum"]  # the fourth starts with 0.1 s left
+    assert {"loop", "block_diagonal"} <= set(skipped) and "conv" in medians

@@ -1,5 +1,6 @@
 """Lesson 03 (many small Linear layers in parallel, forum seed 002)."""
 import dataclasses
+import types
 
 import matplotlib.figure
 import matplotlib.pyplot as plt
@@ -9,7 +10,7 @@ import torch
 from lessons_lib import grading, roofline
 from lessons_lib import grouped_linear as GL
 from lessons_lib import lesson03_grouped_linear as L
-from lessons_lib.lesson import Variant
+from lessons_lib.lesson import Lesson, Variant
 
 SMALL = {"batch": 2, "groups": 4, "group_size": 8, "length": 5}
 
@@ -179,6 +180,43 @@ def test_targets_read_a_recorded_section():
     assert conv["value"] == pytest.approx(2.0) and conv["ok"] is None  # a GPU claim: n/a on a CPU
 
 
+def test_targets_judge_the_paired_re_timing_and_show_the_single_pass_beside_it():
+    grid = L.Grid([4], [8, 16], {}, False, {"grouped Conv1d": [[1.0, 1.0]], "GroupedLinear(auto)": [[1.3, 0.9]]},
+                  "cpu")
+    section = {"grids": {"forward": grid.as_dict()},
+               "paired": {"forward": {"ratios": [[1.04, 1.02]], "against": [["grouped Conv1d"] * 2], "rounds": 5}}}
+    out = L.targets("cpu", section)
+    paired = next(t for t in out if "alternating pairs" in t["name"])
+    single = next(t for t in out if "single pass" in t["name"])
+    assert paired["value"] == pytest.approx(1.04) and paired["ok"] is True
+    assert single["value"] == pytest.approx(1.3) and single["ok"] is None and single["bar"].startswith("info")
+    section["paired"]["forward"]["ratios"] = [[1.04, 1.2]]
+    assert next(t for t in L.targets("cpu", section) if "alternating pairs" in t["name"])["ok"] is False
+
+
+def test_paired_check_alternates_the_order_and_takes_the_median_of_round_ratios(monkeypatch):
+    # The grid says Conv1d is fastest at its one point; five rounds give auto/conv = 1.0, 2.0, 1.1, 0.9, 1.05.
+    grid = L.Grid([4], [8], {"batch": 1, "length": 4}, False,
+                  {"loop (SlowGroups)": [[9.0]], "grouped Conv1d": [[1.0]], "GroupedLinear(auto)": [[1.5]]}, "cpu")
+    auto_times = iter([1.0, 2.0, 1.1, 0.9, 1.05])
+    orders = []
+
+    def scripted(self, params, device=None, variants=None, **_kw):
+        orders.append(list(variants))
+        assert params == {"batch": 1, "length": 4, "groups": 4, "group_size": 8}
+        t = {"GroupedLinear(auto)": next(auto_times), "grouped Conv1d": 1.0}
+        return types.SimpleNamespace(timings={n: types.SimpleNamespace(median=t[n]) for n in variants})
+
+    monkeypatch.setattr(Lesson, "run", scripted)
+    picked = types.SimpleNamespace(strategy="conv")
+    monkeypatch.setattr(GL, "cache", lambda: {("meta", "float32", 4, 8, 8, 4, 4, False, True): "not this one",
+                                              ("cpu", "float32", 4, 8, 8, 4, 4, False, True): picked})
+    out = L.paired_check(grid, rounds=5)
+    assert out["ratios"] == [[1.05]] and out["against"] == [["grouped Conv1d"]] and out["rounds"] == 5
+    assert out["chose"] == [["conv"]]  # auto's choice on this device, from its cache
+    assert orders[0] == ["GroupedLinear(auto)", "grouped Conv1d"] and orders[1] == orders[0][::-1]
+
+
 def test_record_quick_on_cpu(monkeypatch, one_thread):
     monkeypatch.setattr(GL, "TUNE_BUDGET_S", 0.2)
     monkeypatch.setattr(roofline, "measure_peaks", lambda *a, **k: roofline.Peaks(1e10, 1e10, 1e-5, "test"))
@@ -189,7 +227,7 @@ def test_record_quick_on_cpu(monkeypatch, one_thread):
     section = L.record("cpu", quick=True)
     assert set(section) >= {"headline", "headline_train", "sweeps", "grids", "tuning_seconds"}
     assert "GroupedLinear(auto)" in section["headline_train"]["variants"]
-    assert set(section["grids"]) == {"forward", "training"}
+    assert set(section["grids"]) == {"forward", "training"} == set(section["paired"])
     assert L.targets("cpu", section)
 
 
