@@ -338,6 +338,14 @@ def cache() -> dict[tuple, Choice]:
     return dict(_CACHE)
 
 
+def cached_strategies(device_type: str, groups: int, group_size: int, training: bool) -> list[str]:
+    """The strategies auto chose for this device type, group count and square group size, one per
+    cached shape (the cache key's layout stays in this module)."""
+    return [c.strategy for (dev, _dtype, G, K, O, *_rest, train, _bias), c in _CACHE.items()
+            if dev.split(":")[0] == device_type and (G, K, O) == (groups, group_size, group_size)
+            and train == training]
+
+
 def _bucket(n: int) -> int:
     """Row counts are cached by the next power of two: nearby batch sizes share a choice."""
     return 1 << max(n - 1, 0).bit_length()
@@ -365,8 +373,8 @@ def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float,
     exactly where timing it costs most) and block_diagonal last. block_diagonal is skipped when even
     an optimistic guess at its call (G× the FLOPs of the fastest so far, at twice its efficiency)
     would not fit three times into what is left; any strategy is skipped once the budget is spent.
-    Neither can hide a winner that matters: a strategy that slow would lose anyway. ordered=True
-    keeps the order given (tune's second look)."""
+    Neither can hide a winner that matters: a strategy that slow would lose anyway.
+    ordered=True (tune's second look): keep the order given, and no untimed first calls (already made)."""
     xs = x.detach().requires_grad_(training and x.requires_grad)
     ws = weight.detach().requires_grad_(training)
     bs = None if bias is None else bias.detach().requires_grad_(training)
@@ -689,5 +697,5 @@ class GroupedLinear(nn.Module):
 
 
 __all__ = ["GroupedLinear", "STRATEGIES", "FUNCTIONS", "Choice", "tune", "available", "problem",
-           "grouped_mm_problem", "clear_cache", "cache", "loop", "bmm", "matmul_channels", "einsum",
+           "grouped_mm_problem", "clear_cache", "cache", "cached_strategies", "loop", "bmm", "matmul_channels", "einsum",
            "block_diagonal", "conv", "grouped_mm", "vmap"]

@@ -595,9 +595,9 @@ def crossover_grid(device=None, groups=None, sizes=None, base: dict | None = Non
                 dev.type, noisy)
 
 
-def paired_check(grid: Grid, rounds: int = 5, min_run_time: float = 0.05, progress=None) -> dict:
+def paired_check(grid: Grid, rounds: int = 5, min_run_time: float = 0.05) -> dict:
     """GroupedLinear(auto) against the grid's fastest other variant at each point, re-timed in `rounds`
-    alternating pairs (auto first, then second): the median of the per-round ratios. A shared machine
+    pairs (auto first in even rounds, second in odd ones): the median of the per-round ratios. A shared machine
     drifts between one variant's measurement and the next; a pair sees the same drift, so the ratio
     keeps what the grid's single pass loses in noise (±20% on a busy 2-core VM). Uses the tuning cache
     the grid filled, so auto runs the choice it made there."""
@@ -617,11 +617,8 @@ def paired_check(grid: Grid, rounds: int = 5, min_run_time: float = 0.05, progre
                 t = lesson.run(params, dev, variants=pair, min_run_time=min_run_time).timings
                 per_round.append(t[auto].median / t[other].median)
             ratios[i][j], against[i][j] = statistics.median(per_round), other
-            picked = [c.strategy for k, c in GL.cache().items()
-                      if k[0].startswith(grid.device) and k[2:4] == (G, K) and k[7] == grid.training]
+            picked = GL.cached_strategies(grid.device, G, K, grid.training)
             chose[i][j] = picked[0] if len(picked) == 1 else "?"
-            if progress:
-                progress(i * len(grid.sizes) + j + 1, len(grid.groups) * len(grid.sizes))
     return {"ratios": ratios, "against": against, "chose": chose, "rounds": rounds}
 
 

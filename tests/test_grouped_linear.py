@@ -412,3 +412,23 @@ def test_a_spent_budget_leaves_the_loop_untimed_not_the_usual_winners(monkeypatc
     medians, _noisy, skipped = GL._time_strategies(list(GL.STRATEGIES), x, w, b, 1, False, 1.0)
     assert calls == ["bmm", "matmul_channels", "conv", "einsum"]  # the fourth starts with 0.1 s left
     assert {"loop", "block_diagonal"} <= set(skipped) and "conv" in medians
+
+
+def test_every_strategy_but_block_diagonal_is_called_once_untimed_before_the_first_is_timed(monkeypatch):
+    events = []
+    fake = {n: (lambda n: lambda x, w, b, dim: (events.append(("call", n)), torch.zeros(1, requires_grad=True))[1])(n)
+            for n in GL.STRATEGIES}
+
+    def scripted(call, label, **_kw):
+        events.append(("timed", label))
+        return timing.Timing(label, 1.0, 0.0, [1.0], 1, "scripted", "cpu")
+
+    monkeypatch.setattr(GL, "FUNCTIONS", fake)
+    monkeypatch.setattr(timing, "measure", scripted)
+    x, w, b = torch.randn(2, 12, 5), torch.randn(3, 4, 4), torch.randn(3, 4)
+    GL._time_strategies(list(GL.STRATEGIES), x, w, b, 1, False, 10.0)
+    first_timed = events.index(("timed", "bmm"))
+    assert events[:first_timed] == [("call", n) for n in GL.TIMING_ORDER if n != "block_diagonal"]
+    events.clear()
+    GL._time_strategies(["einsum", "bmm"], x, w, b, 1, False, 10.0, ordered=True)  # the second look
+    assert events == [("timed", "einsum"), ("timed", "bmm")]  # its order, and no untimed calls

@@ -209,8 +209,9 @@ def test_paired_check_alternates_the_order_and_takes_the_median_of_round_ratios(
 
     monkeypatch.setattr(Lesson, "run", scripted)
     picked = types.SimpleNamespace(strategy="conv")
-    monkeypatch.setattr(GL, "cache", lambda: {("meta", "float32", 4, 8, 8, 4, 4, False, True): "not this one",
-                                              ("cpu", "float32", 4, 8, 8, 4, 4, False, True): picked})
+    monkeypatch.setattr(GL, "_CACHE", {("meta", "float32", 4, 8, 8, 4, 4, False, True): "not this one",
+                                       ("cpu", "float32", 4, 8, 8, 4, 4, True, True): "not training",
+                                       ("cpu", "float32", 4, 8, 8, 4, 4, False, True): picked})
     out = L.paired_check(grid, rounds=5)
     assert out["ratios"] == [[1.05]] and out["against"] == [["grouped Conv1d"]] and out["rounds"] == 5
     assert out["chose"] == [["conv"]]  # auto's choice on this device, from its cache
