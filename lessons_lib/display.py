@@ -22,3 +22,37 @@ def text_table(rows: list[tuple[str, ...]], numbers: bool = False) -> str:
              for r in rows]
     lines.insert(1, "-" * max(len(line) for line in lines))
     return "\n".join(lines)
+
+
+class HTMLTable:
+    """A table that a notebook renders as HTML (it wraps cell by cell at any width, never into jumbled
+    columns) and that prints as the fixed-width `text_table` elsewhere (a terminal, nbval's text/plain)."""
+
+    def __init__(self, rows: list[tuple[str, ...]], numbers: bool = False, caption: str = ""):
+        self.rows, self.numbers, self.caption = [tuple(str(c) for c in r) for r in rows], numbers, caption
+
+    def __str__(self) -> str:
+        return (self.caption + "\n" if self.caption else "") + text_table(self.rows, self.numbers)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        def cell(tag, c, i):
+            align = "right" if self.numbers and i else "left"
+            return f'<{tag} style="text-align:{align}">{escape(c)}</{tag}>'
+
+        head = "".join(cell("th", c, i) for i, c in enumerate(self.rows[0]))
+        body = "".join("<tr>" + "".join(cell("td", c, i) for i, c in enumerate(r)) + "</tr>" for r in self.rows[1:])
+        cap = f"<caption style='text-align:left'>{escape(self.caption)}</caption>" if self.caption else ""
+        return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def html_table(rows: list[tuple[str, ...]], numbers: bool = False, caption: str = "") -> HTMLTable:
+    """Rows of strings (the first is the header) as a table for a notebook: HTML in JupyterLab, the same
+    fixed-width text as `text_table` when printed. Display it as a cell's last expression (or with
+    `IPython.display.display`); `print` gives the text form."""
+    if not rows or len({len(r) for r in rows}) != 1:
+        raise ValueError("html_table needs a header row and rows of the same length.")
+    return HTMLTable(rows, numbers, caption)

@@ -1,0 +1,248 @@
+"""The noise rule: a sentence that a measurement decides is printed only when the measurement decides it.
+
+On a busy machine one variant can be timed in a quiet moment and the next in a storm, and a single pass
+then "finds" 90× where there is 3×. Every sentence in the course that states a winner, a ratio, an
+exponent or a regime from a measurement goes through this module:
+
+1. **Paired rounds.** Each round times every variant once with the one harness (`timing.measure`), in
+   alternating order (as listed, then reversed). A drift that lasts a round hits both sides of a ratio,
+   and the per-round ratio cancels it. The ratio is the median of the per-round ratios.
+2. **Decided or not.** A ratio is decided when its rounds agree: the inter-quartile range of the
+   per-round ratios is at most `RATIO_SPREAD` of their median. A *winner* is decided when, in addition,
+   the whole IQR lies on one side of 1 by more than `TIE`; a ratio decided but inside that band is a tie.
+3. **Re-measure, then say so.** When a needed ratio is not decided after `rounds`, more rounds are run
+   (up to `MAX_ROUNDS`, within `max_time`). If it still is not decided, the sentence becomes
+   ``not decided on this run (spread N%): rerun on a quieter machine``.
+
+A number computed once per round (an exponent fitted from a small sweep, a measured overhead) goes
+through `settle`, which repeats it until the values agree (`Estimate`).
+
+    cmp = noise.compare({"loop": lambda: loop(x), "batched": lambda: batched(x)})
+    print(cmp.say("loop", "batched", "the loop takes {r:.1f}× the batched time"))
+    print(cmp.say_fastest("{name} is fastest, {r:.1f}× ahead of {runner_up}"))
+    cmp = noise.compare_lesson(L.LESSON, params, device)       # each round is a `Lesson.run`
+    est = noise.settle(lambda: fit_exponent(sweep_once()), abs_tol=0.1)
+    print(est.say("time grows as width^{v:.2f}"))
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import timing
+
+RATIO_SPREAD = 0.25  # IQR / median of the per-round ratios above this: the rounds disagree
+TIE = 0.05  # a decided ratio within 5% of 1 is a tie, not a winner
+ROUNDS = 5
+MIN_ROUNDS = 3  # fewer rounds than this decide nothing, whatever the budget
+MAX_ROUNDS = 15
+NOT_DECIDED = "not decided on this run (spread {spread:.0%}): rerun on a quieter machine"
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+@dataclass
+class Estimate:
+    """A number measured several times (one value per round): its median and how much the rounds agree."""
+
+    values: list[float]
+    rel_tol: float = RATIO_SPREAD  # decided when IQR / |median| ≤ rel_tol ...
+    abs_tol: float | None = None  # ... or, when given, when IQR / 2 ≤ abs_tol (for numbers near 0, like exponents)
+
+    @property
+    def median(self) -> float:
+        return _quartiles(self.values)[1]
+
+    @property
+    def low(self) -> float:
+        return _quartiles(self.values)[0]
+
+    @property
+    def high(self) -> float:
+        return _quartiles(self.values)[2]
+
+    @property
+    def spread(self) -> float:
+        """IQR relative to the median (inf when the median is 0)."""
+        m = abs(self.median)
+        return (self.high - self.low) / m if m else float("inf")
+
+    @property
+    def decided(self) -> bool:
+        if not self.values or any(v != v for v in self.values):  # NaN never decides
+            return False
+        if self.abs_tol is not None and (self.high - self.low) / 2 <= self.abs_tol:
+            return True
+        return self.spread <= self.rel_tol
+
+    def not_decided(self) -> str:
+        return NOT_DECIDED.format(spread=min(self.spread, 99.99))
+
+    def say(self, template: str, **extra) -> str:
+        """`template` formatted with v (the median), low and high, or the not-decided sentence."""
+        if not self.decided:
+            return self.not_decided()
+        return template.format(v=self.median, low=self.low, high=self.high, **extra)
+
+
+@dataclass
+class Ratio(Estimate):
+    """time(num) / time(den), one value per paired round (> 1: `num` is slower)."""
+
+    num: str = ""
+    den: str = ""
+
+    @property
+    def tie(self) -> bool:
+        return self.decided and self.low <= 1 + TIE and self.high >= 1 - TIE
+
+    @property
+    def faster(self) -> str | None:
+        """The faster of the two, when decided and outside the tie band; else None."""
+        if not self.decided or self.tie:
+            return None
+        return self.den if self.low > 1 else self.num if self.high < 1 else None
+
+    def say(self, template: str, tie: str | None = None, **extra) -> str:
+        """`template` formatted with r (the median ratio), low, high, num and den; `tie` (same fields)
+        instead when the ratio is decided but within `TIE` of 1; the not-decided sentence otherwise."""
+        if not self.decided:
+            return self.not_decided()
+        fields = dict(r=self.median, v=self.median, low=self.low, high=self.high, num=self.num, den=self.den, **extra)
+        if tie is not None and self.tie:
+            return tie.format(**fields)
+        return template.format(**fields)
+
+
+def from_timings(num: timing.Timing, den: timing.Timing) -> Ratio:
+    """A ratio from two unpaired measurements: the median ratio, with the two spreads added (a
+    conservative guess at how much it could move). When it is not decided, re-measure with `compare`."""
+    r = num.median / den.median
+    d = r * (num.spread + den.spread)  # three values whose IQR is r × (the two spreads added)
+    return Ratio([r - d, r, r + d], num=num.label, den=den.label)
+
+
+@dataclass
+class Comparison:
+    """Per-variant medians of each paired round, and the ratios between them."""
+
+    rounds: dict[str, list[float]]  # variant -> its median time (s) in each round
+    seconds: float = 0.0  # wall time spent measuring
+    timings: dict[str, timing.Timing] = field(default_factory=dict, repr=False)  # last round's Timing per variant
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.rounds)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.rounds[name])
+
+    def ratio(self, num: str, den: str) -> Ratio:
+        return Ratio([a / b for a, b in zip(self.rounds[num], self.rounds[den])], num=num, den=den)
+
+    def say(self, num: str, den: str, template: str, tie: str | None = None, **extra) -> str:
+        return self.ratio(num, den).say(template, tie=tie, **extra)
+
+    def ranked(self) -> list[str]:
+        return sorted(self.names, key=self.median)
+
+    def fastest(self) -> str | None:
+        """The fastest variant, when its lead over the runner-up is decided; else None."""
+        order = self.ranked()
+        if len(order) == 1:
+            return order[0]
+        return order[0] if self.ratio(order[1], order[0]).faster == order[0] else None
+
+    def say_fastest(self, template: str, tie: str | None = None) -> str:
+        """`template` with name, runner_up and r (runner-up's time over the fastest's); `tie` when the two
+        are within `TIE`; the not-decided sentence otherwise."""
+        order = self.ranked()
+        if len(order) == 1:
+            return template.format(name=order[0], runner_up="-", r=1.0)
+        return self.ratio(order[1], order[0]).say(template, tie=tie, name=order[0], runner_up=order[1])
+
+    def undecided(self, pairs=None) -> list[Ratio]:
+        pairs = pairs or _adjacent(self)
+        return [r for r in (self.ratio(a, b) for a, b in pairs) if not r.decided]
+
+
+def _adjacent(cmp: Comparison) -> list[tuple[str, str]]:
+    """The ratios a sentence usually needs: each variant against the fastest."""
+    order = cmp.ranked()
+    return [(n, order[0]) for n in order[1:]]
+
+
+def _paired(measure_round: Callable[[list[str], bool], dict[str, timing.Timing]], names: list[str],
+            rounds: int, max_rounds: int, max_time: float | None, pairs) -> Comparison:
+    start = time.perf_counter()
+    per: dict[str, list[float]] = {n: [] for n in names}
+    last: dict[str, timing.Timing] = {}
+    r = 0
+    while True:
+        order = names if r % 2 == 0 else names[::-1]
+        last = measure_round(order, r == 0)
+        for n in names:
+            per[n].append(last[n].median)
+        r += 1
+        elapsed = time.perf_counter() - start
+        cmp = Comparison(per, elapsed, last)
+        over = max_time is not None and elapsed + elapsed / r > max_time  # the next round would not fit
+        if r < min(rounds, MIN_ROUNDS) or (r < rounds and not over):
+            continue
+        if r >= max_rounds or over or not cmp.undecided(pairs):
+            return cmp
+
+
+def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_rounds: int = MAX_ROUNDS,
+            min_run_time: float = 0.02, max_time: float | None = 8.0, pairs=None) -> Comparison:
+    """Time zero-argument callables in paired, alternating rounds until the needed ratios are decided.
+
+    pairs: the (num, den) ratios the sentence needs (default: each variant against the fastest); only
+        these decide whether more rounds are run.
+    max_time: a budget in seconds for the whole comparison (no new round starts past it).
+    """
+    if len(fns) < 1:
+        raise ValueError("compare() needs at least one variant.")
+
+    def one_round(order, first):
+        return {n: timing.measure(fns[n], label=n, min_run_time=min_run_time,
+                                  warmup=timing.WARMUP_CALLS if first else 1, min_samples=3) for n in order}
+
+    return _paired(one_round, list(fns), rounds, max_rounds, max_time, pairs)
+
+
+def compare_lesson(lesson, params: dict, device=None, dtype=None, variants=None, *, rounds: int = ROUNDS,
+                   max_rounds: int = MAX_ROUNDS, min_run_time: float = 0.02, max_time: float | None = 8.0,
+                   pairs=None) -> Comparison:
+    """`compare` where each round is `lesson.run(params, ..., variants=order)`: the lesson makes its inputs
+    and checks the shape fits, exactly as in its notebook."""
+    import torch
+
+    names = lesson.variant_names(variants)
+
+    def one_round(order, first):
+        return lesson.run(params, device, dtype or torch.float32, variants=order, min_run_time=min_run_time).timings
+
+    return _paired(one_round, names, rounds, max_rounds, max_time, pairs)
+
+
+def settle(measure_once: Callable[[], float], *, rounds: int = 3, max_rounds: int = 9,
+           rel_tol: float = RATIO_SPREAD, abs_tol: float | None = None, max_time: float | None = 8.0) -> Estimate:
+    """Call `measure_once` (one number per call: a fitted exponent, a ratio from one pass) until the values
+    agree, at most `max_rounds` times and within `max_time` seconds."""
+    start = time.perf_counter()
+    est = Estimate([], rel_tol=rel_tol, abs_tol=abs_tol)
+    while True:
+        est.values.append(float(measure_once()))
+        n, elapsed = len(est.values), time.perf_counter() - start
+        if n < rounds:
+            continue
+        if est.decided or n >= max_rounds or (max_time is not None and elapsed + elapsed / n > max_time):
+            return est

@@ -1,0 +1,99 @@
+"""The noise rule (lessons_lib.noise): decided only when the rounds agree, re-measured before giving up,
+and a plain 'not decided' sentence instead of a conclusion. Deterministic: fake rounds, no clocks."""
+import itertools
+
+import pytest
+
+from lessons_lib import display, noise, timing
+
+
+def _t(label, median, spread=0.0):
+    return timing.Timing(label, median, median * spread, [median] * 5, 1, "fake", "cpu")
+
+
+def _fake_rounds(series):
+    """A measure_round that returns the next value of each variant's series."""
+    its = {n: itertools.cycle(v) for n, v in series.items()}
+    calls = []
+
+    def one_round(order, first):
+        calls.append((tuple(order), first))
+        return {n: _t(n, next(its[n])) for n in order}
+
+    return one_round, calls
+
+
+def test_steady_ratio_is_decided_after_the_minimum_rounds_in_alternating_order():
+    one_round, calls = _fake_rounds({"loop": [3.0, 3.1, 2.9], "batched": [1.0]})
+    cmp = noise._paired(one_round, ["loop", "batched"], 5, 15, None, None)
+    assert len(calls) == 5
+    assert [c[0] for c in calls[:2]] == [("loop", "batched"), ("batched", "loop")]
+    assert [c[1] for c in calls] == [True, False, False, False, False]
+    r = cmp.ratio("loop", "batched")
+    assert r.decided and r.faster == "batched" and r.median == pytest.approx(3.0)
+    assert cmp.say("loop", "batched", "{r:.1f}×") == "3.0×"
+    assert cmp.fastest() == "batched"
+    assert cmp.say_fastest("{name} by {r:.0f}× over {runner_up}") == "batched by 3× over loop"
+
+
+def test_noisy_rounds_are_re_measured_then_reported_as_not_decided():
+    one_round, calls = _fake_rounds({"a": [1.0, 9.0, 0.2, 5.0], "b": [1.0]})
+    cmp = noise._paired(one_round, ["a", "b"], 5, 9, None, None)
+    assert len(calls) == 9  # re-measured up to the cap before giving up
+    text = cmp.say("a", "b", "a takes {r:.1f}× b's time")
+    assert text.startswith("not decided on this run (spread") and text.endswith("rerun on a quieter machine")
+    assert cmp.fastest() is None
+    assert cmp.say_fastest("{name}").startswith("not decided")
+
+
+def test_a_budget_stops_new_rounds_but_never_before_the_minimum():
+    one_round, calls = _fake_rounds({"a": [1.0, 9.0], "b": [1.0]})
+    cmp = noise._paired(one_round, ["a", "b"], 5, 15, 0.0, None)  # no time at all
+    assert len(calls) == noise.MIN_ROUNDS
+    assert not cmp.ratio("a", "b").decided
+
+
+def test_a_decided_ratio_near_one_is_a_tie_with_no_winner():
+    r = noise.Ratio([1.01, 0.99, 1.0, 1.02, 0.98], num="a", den="b")
+    assert r.decided and r.tie and r.faster is None
+    assert r.say("{num} {r:.2f}×", tie="{num} and {den} tie") == "a and b tie"
+
+
+def test_only_the_needed_pairs_decide_whether_to_re_measure():
+    one_round, calls = _fake_rounds({"a": [2.0], "b": [1.0], "c": [1.0, 9.0]})
+    noise._paired(one_round, ["a", "b", "c"], 3, 9, None, [("a", "b")])
+    assert len(calls) == 3  # c is noisy, but the sentence only needs a / b
+
+
+def test_settle_repeats_until_the_values_agree():
+    values = iter([0.5, 0.9, -0.1, 0.5, 0.5, 0.5, 0.5, 0.5])
+    est = noise.settle(lambda: next(values), rounds=3, max_rounds=8, abs_tol=0.05)
+    assert est.decided and est.median == pytest.approx(0.5)
+    assert 3 < len(est.values) <= 8
+    assert est.say("width^{v:.2f}") == "width^0.50"
+
+
+def test_nan_never_decides():
+    assert not noise.Estimate([float("nan"), 1.0, 1.0]).decided
+
+
+def test_from_timings_adds_the_spreads():
+    r = noise.from_timings(_t("a", 3.0, 0.02), _t("b", 1.0, 0.02))
+    assert r.decided and r.median == pytest.approx(3.0) and r.spread == pytest.approx(0.04)
+    r = noise.from_timings(_t("a", 3.0, 1.5), _t("b", 1.0, 0.1))
+    assert not r.decided and "spread 160%" in r.say("{r}")
+
+
+def test_compare_runs_real_callables_through_the_harness():
+    cmp = noise.compare({"x": lambda: None, "y": lambda: None}, rounds=3, min_run_time=0.001, max_time=5)
+    assert set(cmp.rounds) == {"x", "y"} and all(len(v) >= 3 for v in cmp.rounds.values())
+    assert all(isinstance(t, timing.Timing) for t in cmp.timings.values())
+
+
+def test_html_table_renders_html_and_prints_the_text_table():
+    t = display.html_table([("op", "bytes"), ("add<x>", "12")], numbers=True, caption="c")
+    html = t._repr_html_()
+    assert "<th" in html and "add&lt;x&gt;" in html and "text-align:right" in html
+    assert str(t) == "c\n" + display.text_table([("op", "bytes"), ("add<x>", "12")], numbers=True)
+    with pytest.raises(ValueError, match="same length"):
+        display.html_table([("a", "b"), ("1",)])
