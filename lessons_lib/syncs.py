@@ -41,6 +41,48 @@ _SYNC_OPS = {
     "_unique2": "output size depends on the data",
     "unique_consecutive": "output size depends on the data",
 }
+
+# The detector sees what passes through the dispatcher. Some ops read a device value on the host
+# *inside* their CUDA implementation (ATen calls .item() / .cpu() / memcpy_and_sync below the
+# dispatcher), so on a GPU the read itself is invisible. These are flagged by name on ANY device
+# ("syncs on CUDA"), from ATen's source. op -> (where ATen reads on the host, when, checked in).
+# "src": ATen revisions in the course's source index (main-branch snapshots, not release tags);
+# "2.13": the installed 2.13.0's device-generic code, the host read seen by torch.profiler on CPU.
+CUDA_KERNEL_SYNCS = {
+    "bincount": ("cuda/SummaryOps.cu, _bincount_cuda_template: self.min() via .cpu(), self.max().item() size "
+                 "the output", "always", "src"),
+    "histc": ("cuda/SummaryOps.cu, _histc_cuda_template: self.min()/.max() via .cpu()",
+              "when min == max (the default range 0, 0)", "src; 2.13 (CPU reads too)"),
+    "equal": ("cuda/Equal.cpp, cuda_equal: eq(a, b).all().item()", "always (it returns a Python bool)", "src"),
+    "allclose": ("TensorCompare.cpp, allclose: isclose(...).all().item()", "always (it returns a Python bool)",
+                 "2.13"),
+    "_linalg_check_errors": ("BatchLinearAlgebra.cpp, _linalg_check_errors: reads `info` on the host",
+                             "linalg.inv/cholesky/solve...; the *_ex variants skip it", "2.13"),
+    "nonzero": ("cuda/Nonzero.cu, nonzero_cuda_out_impl: at::cuda::memcpy_and_sync of the count",
+                "always (nonzero_static does not)", "src"),
+    "repeat_interleave": ("Repeat.h, repeat_interleave_common: cumsum[-1].item() and a repeats >= 0 check",
+                          "without output_size=", "src; 2.13"),
+    "one_hot": ("Onehot.cpp, one_hot: self.max().item()", "without num_classes (with it, CUDA relies on "
+                "scatter's device asserts; the two reads a CPU run shows are CPU-only checks)", "src; 2.13"),
+    "index_put_ (bool mask)": ("IndexingUtils.h, expandTensors: nonzero() of the mask", "unless it becomes "
+                               "masked_fill_ (TensorAdvancedIndexing.cpp, _index_put_impl_ / canDispatchToMaskedFill: "
+                               "one mask, a one-element CPU value, no accumulate), as `x[mask] = 0` does", "src; 2.13"),
+    "masked_fill (CUDA 0-dim value)": ("cuda/Indexing.cu, masked_fill__cuda(Tensor value): value.item()",
+                                       "when the value tensor is on the GPU (a CPU one is read for free)", "src"),
+}
+# Checked and found NOT to read on the host (the catalogue's false alarms that must come out clean):
+# bucketize/searchsorted (cuda/Bucketization.cu: one kernel), nonzero_static (Nonzero.cu: fill value,
+# no copy back), multinomial (Distributions.cpp, multinomial_out: _assert_async on 2.13; older
+# releases read its validity checks with .item()), masked_fill with a CPU scalar, topk, index_select.
+_KERNEL_WHY = {op: f"reads a device value on the host inside ATen ({src}; {when}): syncs on CUDA"
+               for op, (src, when, _checked) in CUDA_KERNEL_SYNCS.items()}
+BLIND_SPOTS = (
+    "it watches PyTorch's dispatcher on the device it runs on: host reads inside a CUDA kernel are flagged "
+    "from ATen's source (syncs.CUDA_KERNEL_SYNCS), not observed",
+    "on a CPU run it cannot tell which tensors will live on the GPU: masked_fill / x[mask] = v with a GPU "
+    "0-dim value syncs, with a CPU one it does not",
+    "C++ extensions, custom kernels and other libraries' syncs are not seen",
+)
 _HOST_METHODS = {"cpu": "copies to the host", "tolist": "copies to the host", "numpy": "copies to the host",
                  "item": "reads a value on the host"}
 # Only `syncs` (not `host_syncs`) wraps printing: print(t) is then one entry, not one per value.
@@ -137,6 +179,7 @@ class SyncReport:
                  f"({fmt_bytes(self.transfer_bytes)}), {len(self.pins)} pin_memory call(s)"]
         for where, n in self.lines().items():
             lines.append(f"  {n:4d} × sync at  {where}")
+        lines.append("not seen: " + "; ".join(BLIND_SPOTS))
         return "\n".join(lines)
 
     def table(self) -> str:
@@ -168,6 +211,46 @@ def _bool_index(name: str, args) -> bool:
     if name not in ("index", "index_put", "index_put_", "_index_put_impl_") or len(args) < 2:
         return False
     return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in (args[1] or ()))
+
+
+def _becomes_masked_fill(args, kwargs) -> bool:
+    """index_put_ that ATen turns into masked_fill_ (no nonzero, no sync): `_index_put_impl_`'s
+    canDispatchToMaskedFill in TensorAdvancedIndexing.cpp. One boolean mask on self's device, a
+    one-element value on the CPU, no accumulate. `x[mask] = 0` on a GPU tensor is this case: Python
+    indexing makes the value a CPU tensor for CUDA tensors (THPVariable_setitem)."""
+    self, indices, value = args[0], [i for i in (args[1] or ()) if i is not None], args[2] if len(args) > 2 else None
+    accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    return (not accumulate and isinstance(value, torch.Tensor) and value.numel() == 1
+            and value.device.type == _HOST and len(indices) == 1 and indices[0].device == self.device)
+
+
+def _dispatch_sync(name: str, args, kwargs) -> tuple[str, str] | None:
+    """(what, why) when this dispatched op makes the host wait for a GPU; else None."""
+    if name == "nonzero":
+        return "aten.nonzero", "output size depends on the data; " + _KERNEL_WHY["nonzero"]
+    if name in _SYNC_OPS:
+        return f"aten.{name}", _SYNC_OPS[name]
+    if name == "repeat_interleave":
+        if args and isinstance(args[0], torch.Tensor) and kwargs.get("output_size") is None:
+            return "aten.repeat_interleave", ("output size depends on the data (pass output_size= to avoid it); "
+                                              + _KERNEL_WHY["repeat_interleave"])
+        return None
+    if _bool_index(name, args):
+        if name == "index":
+            return "aten.index (bool mask)", "output size depends on the data"
+        if _becomes_masked_fill(args, kwargs):
+            return None
+        return f"aten.{name} (bool mask)", _KERNEL_WHY["index_put_ (bool mask)"]
+    if name == "histc":
+        lo = args[2] if len(args) > 2 else kwargs.get("min", 0)
+        hi = args[3] if len(args) > 3 else kwargs.get("max", 0)
+        return ("aten.histc", _KERNEL_WHY["histc"]) if lo == hi else None
+    if name in ("masked_fill", "masked_fill_") and len(args) > 2 and isinstance(args[2], torch.Tensor) \
+            and args[2].device.type == "cuda":
+        return f"aten.{name} (GPU value tensor)", _KERNEL_WHY["masked_fill (CUDA 0-dim value)"]
+    if name in ("bincount", "equal", "allclose", "_linalg_check_errors"):
+        return f"aten.{name}", _KERNEL_WHY[name]
+    return None
 
 
 def _pinned(t: torch.Tensor) -> bool | None:
@@ -232,14 +315,9 @@ class _SyncRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         if not _SyncRecorder._inside_method:
-            if name in _SYNC_OPS:
-                self.add(HostSync(f"aten.{name}", _SYNC_OPS[name], _caller()))
-            elif name == "repeat_interleave" and args and isinstance(args[0], torch.Tensor) \
-                    and kwargs.get("output_size") is None:
-                self.add(HostSync("aten.repeat_interleave", "output size depends on the data "
-                                  "(pass output_size= to avoid it)", _caller()))
-            elif _bool_index(name, args):
-                self.add(HostSync(f"aten.{name} (bool mask)", "output size depends on the data", _caller()))
+            found = _dispatch_sync(name, args, kwargs)
+            if found:
+                self.add(HostSync(*found, _caller()))
         out = func(*args, **kwargs)
         if name in ("_to_copy", "copy_", "_pin_memory"):
             t = _transfer(name, args, kwargs, out)
@@ -278,14 +356,31 @@ def _record(fn, args, kwargs, per_line: bool) -> list:
 
         return call
 
+    one_hot = torch.nn.functional.one_hot
+
+    def watched_one_hot(t, num_classes=-1):
+        """one_hot's host reads are composite (seen at the dispatcher) but differ by device: on CUDA only
+        num_classes=-1 reads (Onehot.cpp). One entry for that; the CPU-only checks are not GPU syncs."""
+        if _SyncRecorder._inside_method:
+            return one_hot(t, num_classes)
+        if num_classes == -1:
+            recorder.add(HostSync("F.one_hot (no num_classes)", _KERNEL_WHY["one_hot"], _caller()))
+        _SyncRecorder._inside_method = True
+        try:
+            return one_hot(t, num_classes)
+        finally:
+            _SyncRecorder._inside_method = False
+
     try:
         for m in methods:
             setattr(torch.Tensor, m, patched(m))
+        torch.nn.functional.one_hot = watched_one_hot
         with recorder:
             fn(*args, **kwargs)
     finally:
         for m, original in saved.items():
             setattr(torch.Tensor, m, original)
+        torch.nn.functional.one_hot = one_hot
         _SyncRecorder._inside_method = False
     return found
 
@@ -314,4 +409,4 @@ def syncs(fn, *args, **kwargs) -> SyncReport:
     return SyncReport(_record(fn, args, kwargs, per_line=False))
 
 
-__all__ = ["HostSync", "Transfer", "SyncReport", "copy_blocks", "host_syncs", "syncs"]
+__all__ = ["HostSync", "Transfer", "SyncReport", "copy_blocks", "host_syncs", "syncs", "CUDA_KERNEL_SYNCS", "BLIND_SPOTS"]
