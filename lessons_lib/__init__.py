@@ -2,7 +2,9 @@
 
 Toolkit modules (no lesson code inside): device, timing, trace, roofline, memory, results,
 plots, widgets, lesson (what a lesson declares), grading (exercise verdicts).
-One module a lesson: lesson00_timing, lesson01_broadcast_matmul, lesson02_autograd_memory.
+One module a lesson: lessonNN_*.py (lessons 00-06).
+For readers and rooms: doctor (`python -m lessons_lib.doctor`, the readiness check), workspace
+(`python -m lessons_lib.workspace`, a working copy of the notebooks), colab (badge, set-up cell).
 """
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ _quiet_import_noise()
 def setup(seed: int = 0, quiet: bool = False):
     """A notebook's first call: pick the device, say what it is, make runs repeatable.
 
-    On Colab it also enables the widget manager, so the explorers render.
+    On Colab it also enables the widget manager, so the explorers render. It prints the readiness
+    check's one-line summary (`doctor.summary`: cheap checks only, no compile).
     """
     import matplotlib
     import torch
@@ -73,4 +76,7 @@ def setup(seed: int = 0, quiet: bool = False):
         print(_device.describe(dev).line())
         if dev.type == "cpu":
             print("No CUDA GPU: timings below are CPU timings; GPU-only parts show recorded GPU results.")
+        from .doctor import summary
+
+        print(summary(quick=True))
     return dev

@@ -1,0 +1,417 @@
+"""`python -m lessons_lib.doctor`: is this machine ready for the course?
+
+Participants run it the day before a workshop; every notebook's set-up cell prints its one-line
+summary (`summary(quick=True)`: no compile, no subprocess but nvidia-smi on a GPU machine).
+It checks Python, torch (version and build), the GPU (name, memory, compute capability, bf16,
+TF32), other processes on the GPU, the JupyterLab widget extension against the kernel's ipywidgets,
+torch.compile (a tiny function, timed), free disk and memory, and on Colab a GPU runtime.
+
+Each problem comes with the one command that fixes it. Exit status 1 when something blocks the
+course (a FAIL); warnings (a busy GPU, a CUDA build without a GPU, no compiler) do not block.
+
+Every fact about the machine comes from a `probe_*` function, so the tests replace probes to
+simulate each missing piece instead of depending on the machine they run on.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+TORCH_FLOOR = (2, 9)  # pyproject's `torch>=2.9` (tests/test_doctor.py keeps them in step)
+PYTHON_FLOOR = (3, 10)
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+LEAN_INSTALL = f"pip uninstall -y torch && pip install torch --index-url {CPU_INDEX}"
+GIB = 2**30
+# What a CUDA context of this process may hold on the GPU before we blame someone else.
+OWN_CONTEXT_ALLOWANCE = GIB
+
+OK, NOTE, WARN, FAIL = "ok", "note", "warn", "FAIL"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # OK, NOTE (worth knowing), WARN (results or speed suffer), FAIL (blocks the course)
+    detail: str
+    fix: str | None = None  # one command (or one action) that fixes it
+
+    def line(self) -> str:
+        fix = f"\n        fix: {self.fix}" if self.fix else ""
+        return f"  {self.status:<4}  {self.name}: {self.detail}{fix}"
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+# --- probes: one question each about this machine (the tests replace them) ----------------------
+
+
+def probe_python() -> tuple[int, int, int]:
+    return tuple(sys.version_info[:3])
+
+
+def probe_torch() -> dict:
+    import torch
+
+    return {"version": torch.__version__, "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None)}
+
+
+def probe_colab() -> bool:
+    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+
+
+def probe_nvidia_hardware() -> bool:
+    """An NVIDIA driver on this machine, whatever torch build is installed."""
+    return os.path.exists("/proc/driver/nvidia/version") or shutil.which("nvidia-smi") is not None
+
+
+def probe_gpu() -> dict | None:
+    """The GPU torch sees (device 0), or None."""
+    import torch
+
+    from .device import _bf16_hardware
+
+    if not torch.cuda.is_available():
+        return None
+    dev = torch.device("cuda", 0)
+    props = torch.cuda.get_device_properties(dev)
+    return {"name": props.name, "total": int(props.total_memory), "capability": (props.major, props.minor),
+            "bf16_hardware": bool(_bf16_hardware(dev)),
+            "tf32_on": bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"}
+
+
+def _nvidia_smi_processes() -> list[tuple[int, int]] | None:
+    """(pid, MiB) of every compute process nvidia-smi sees on GPU 0, or None without nvidia-smi."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        done = subprocess.run(["nvidia-smi", "-i", "0", "--query-compute-apps=pid,used_memory",
+                               "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    rows = [ln.split(",") for ln in done.stdout.strip().splitlines() if ln.strip()]
+    return [(int(pid), int(float(mib))) for pid, mib in rows if pid.strip().isdigit()]
+
+
+def probe_gpu_users() -> dict:
+    """Who else is on the GPU: processes nvidia-smi sees, and memory in use that this process does not hold.
+
+    Inside a container nvidia-smi often lists no processes of other containers; the free memory
+    (`torch.cuda.mem_get_info`) still shows them.
+    """
+    import torch
+
+    procs = _nvidia_smi_processes()
+    others = None if procs is None else [(pid, mib) for pid, mib in procs if pid != os.getpid()]
+    free, total = torch.cuda.mem_get_info(0)
+    used_by_others = total - free - torch.cuda.memory_reserved(0)
+    return {"processes": others, "used_by_others": max(int(used_by_others), 0)}
+
+
+def probe_widgets() -> dict:
+    """The kernel's ipywidgets, the jupyterlab_widgets package it requires, and the lab extension on disk."""
+    def version(dist):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    wanted = None
+    if version("ipywidgets"):
+        for req in metadata.requires("ipywidgets") or []:
+            m = re.match(r"jupyterlab[_-]widgets\s*([^;]*)", req)
+            if m and "extra" not in req:
+                wanted = m.group(1).strip()
+    extension = None
+    try:
+        from jupyter_core.paths import jupyter_path
+
+        for base in jupyter_path("labextensions"):
+            pkg = os.path.join(base, "@jupyter-widgets", "jupyterlab-manager", "package.json")
+            if os.path.exists(pkg):
+                with open(pkg) as f:
+                    extension = json.load(f).get("version")
+                break
+    except ImportError:
+        pass
+    return {"ipywidgets": version("ipywidgets"), "jupyterlab_widgets": version("jupyterlab_widgets"),
+            "wanted": wanted, "extension": extension, "jupyterlab": version("jupyterlab")}
+
+
+def probe_compiler(quick: bool) -> str | None:
+    """A C++ compiler for Inductor's CPU code: on PATH (quick), or one that really compiles."""
+    if quick:
+        from .compiling import _cxx_candidates
+
+        return next((shutil.which(c) for c in _cxx_candidates() if shutil.which(c)), None)
+    from .compiling import cxx_compiler
+
+    return cxx_compiler()
+
+
+def probe_triton() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_COMPILE_PROBE = """
+import time, torch
+dev = "{device}"
+f = torch.compile(lambda x: (x.sin() * 2 + 1).sum())
+t0 = time.perf_counter()
+y = f(torch.ones(64, device=dev)).item()
+print("seconds", time.perf_counter() - t0, y)
+"""
+
+
+def probe_compile(device: str, timeout: float = 300) -> dict:
+    """Compile and run a tiny function with Inductor in a fresh process: its cold time, or the error."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _COMPILE_PROBE.format(device=device)], capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"seconds": None, "error": f"no answer in {timeout:.0f} s"}
+    m = re.search(r"seconds ([0-9.]+)", done.stdout)
+    if done.returncode == 0 and m:
+        return {"seconds": float(m.group(1)), "error": None}
+    lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
+    return {"seconds": None, "error": lines[-1][:300] if lines else f"exit status {done.returncode}"}
+
+
+def probe_disk_free(path: str = ".") -> int:
+    return shutil.disk_usage(path).free
+
+
+def probe_memory_available() -> int:
+    from .device import _host_available_bytes
+
+    return _host_available_bytes()
+
+
+# --- checks: a probe's answer turned into a verdict and a fix ---------------------------------------
+
+
+def check_python() -> Check:
+    v = probe_python()
+    text = ".".join(map(str, v))
+    if v[:2] < PYTHON_FLOOR:
+        return Check("Python", FAIL, f"{text} is older than the course's 3.10",
+                     "install Python 3.10 or newer and a fresh virtual environment for the course")
+    return Check("Python", OK, text)
+
+
+def check_torch(colab: bool) -> list[Check]:
+    try:
+        t = probe_torch()
+    except ImportError:
+        return [Check("torch", FAIL, "not installed", "pip install -r requirements.txt")]
+    floor = ".".join(map(str, TORCH_FLOOR))
+    build = f"CUDA {t['cuda']} build" if t["cuda"] else (f"ROCm {t['hip']} build" if t["hip"] else "CPU build")
+    if _version_tuple(t["version"])[:2] < TORCH_FLOOR:
+        fix = (f'%pip install -U "torch>={floor}" then Runtime > Restart session (or pin an older course '
+               "release: lessons_lib/colab.py)" if colab else f'pip install -U "torch>={floor}"')
+        checks = [Check("torch", FAIL, f"{t['version']} ({build}) is older than the course's {floor}", fix)]
+    else:
+        checks = [Check("torch", OK, f"{t['version']} ({build})")]
+    gpu_torch_sees = probe_gpu_safe() is not None
+    if t["cuda"] and not gpu_torch_sees and not probe_nvidia_hardware() and sys.platform.startswith("linux"):
+        checks.append(Check("torch build", WARN, "a CUDA build on a machine without an NVIDIA GPU: about 3 GB "
+                            "of NVIDIA libraries that never run (the course runs the same on the CPU build)",
+                            LEAN_INSTALL))
+    elif not t["cuda"] and not t["hip"] and not gpu_torch_sees and probe_nvidia_hardware():
+        checks.append(Check("torch build", WARN, "a CPU build on a machine with an NVIDIA GPU: the GPU sits idle",
+                            "pip uninstall -y torch && pip install torch  # Linux: pip's default is the CUDA build"))
+    return checks
+
+
+def probe_gpu_safe() -> dict | None:
+    try:
+        return probe_gpu()
+    except Exception:  # a broken driver reads as no GPU; check_gpu says so
+        return None
+
+
+def check_gpu(colab: bool) -> list[Check]:
+    gpu = probe_gpu_safe()
+    if gpu is None:
+        if colab:
+            return [Check("GPU", WARN, "this Colab runtime has no GPU: timings are CPU timings",
+                          "Runtime > Change runtime type > T4 GPU, then run the notebook again")]
+        return [Check("GPU", NOTE, "no CUDA GPU: the course runs on the CPU, and GPU-only parts show recorded "
+                      "results")]
+    major, minor = gpu["capability"]
+    bf16 = "bf16 in hardware" if gpu["bf16_hardware"] else "bf16 emulated only (slow; use float16)"
+    tf32 = ("TF32 on for float32 matmuls" if gpu["tf32_on"] else "TF32 available, off (PyTorch's default)"
+            ) if major >= 8 else "no TF32 (needs compute capability 8.0+)"
+    checks = [Check("GPU", OK, f"{gpu['name']}, {gpu['total'] / GIB:.1f} GiB, compute capability {major}.{minor}, "
+                    f"{bf16}, {tf32}")]
+    try:
+        users = probe_gpu_users()
+    except Exception as err:  # an unreadable GPU state is worth a line, not a crash
+        return checks + [Check("GPU to yourself", NOTE, f"could not tell ({type(err).__name__})")]
+    procs = users["processes"]
+    if procs:
+        who = ", ".join(f"pid {pid}: {mib / 1024:.1f} GiB" for pid, mib in procs[:3])
+        checks.append(Check("GPU to yourself", WARN, f"{len(procs)} other process(es) on this GPU ({who}): every "
+                            "timing in the course will be wrong while they run",
+                            "stop them (`nvidia-smi` lists them; `kill <pid>` if they are yours) or ask for a GPU "
+                            "of your own"))
+    elif users["used_by_others"] > OWN_CONTEXT_ALLOWANCE:
+        checks.append(Check("GPU to yourself", WARN, f"{users['used_by_others'] / GIB:.1f} GiB of this GPU's memory "
+                            "is held by something else (another kernel, user or container): timings will be wrong",
+                            "close your other notebooks' kernels (Kernel > Shut Down All Kernels), or ask the room's "
+                            "admin for a GPU (or a MIG slice) of your own"))
+    else:
+        checks.append(Check("GPU to yourself", OK, "no other process seen on it"))
+    return checks
+
+
+def check_widgets(colab: bool) -> list[Check]:
+    if colab:
+        return [Check("widgets", OK, "Colab's own widget manager (setup() enables it)")]
+    w = probe_widgets()
+    if not w["ipywidgets"]:
+        return [Check("widgets", FAIL, "ipywidgets is not installed: the explorers cannot draw",
+                      'pip install -U "ipywidgets>=8"')]
+    if _version_tuple(w["ipywidgets"]) < (7, 6):
+        return [Check("widgets", FAIL, f"ipywidgets {w['ipywidgets']} is older than the course's 7.6",
+                      'pip install -U "ipywidgets>=8"')]
+    spec = w["wanted"] or ""
+    pin = f'"jupyterlab_widgets{spec}"' if spec else "jupyterlab_widgets"
+    restart = " then restart JupyterLab and reload the page"
+    if not w["jupyterlab_widgets"] or not w["extension"]:
+        return [Check("widgets", FAIL, f"ipywidgets {w['ipywidgets']}, but JupyterLab's widget extension "
+                      "(jupyterlab_widgets) is missing here: explorers show as text like `HBox(...)`. (If JupyterLab "
+                      "runs from another environment, install it there.)", f"pip install --force-reinstall {pin};"
+                      + restart)]
+    if spec and not _satisfies(w["jupyterlab_widgets"], spec):
+        return [Check("widgets", FAIL, f"ipywidgets {w['ipywidgets']} needs jupyterlab_widgets{spec}, found "
+                      f"{w['jupyterlab_widgets']}: explorers fail with 'Failed to load model class'",
+                      f"pip install {pin};" + restart)]
+    checks = [Check("widgets", OK, f"ipywidgets {w['ipywidgets']}, jupyterlab_widgets {w['jupyterlab_widgets']} "
+                    f"(lab extension {w['extension']})")]
+    if not w["jupyterlab"]:
+        checks.append(Check("JupyterLab", WARN, "not installed in this environment (fine if you use another "
+                            "front end that renders ipywidgets)", 'pip install "jupyterlab>=4"'))
+    return checks
+
+
+def _satisfies(version: str, spec: str) -> bool:
+    try:
+        from packaging.specifiers import SpecifierSet
+
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except Exception:  # no `packaging` or an odd spec: compare the major version of `~=`/`==` pins only
+        m = re.search(r"[~=]=\s*(\d+)", spec)
+        return not m or _version_tuple(version)[:1] == (int(m.group(1)),)
+
+
+def check_compile(quick: bool) -> Check:
+    gpu = probe_gpu_safe() is not None
+    device = "cuda" if gpu else "cpu"
+    if gpu and not probe_triton():
+        return Check("torch.compile", WARN, "Triton is missing: Inductor cannot write GPU kernels (compile cells "
+                     "show recorded results)", "pip install triton")
+    if not gpu and probe_compiler(quick) is None:
+        fix = ("install the Visual Studio C++ build tools" if sys.platform == "win32" else
+               "sudo apt-get install g++   (conda: conda install -c conda-forge gxx; macOS: xcode-select --install)")
+        return Check("torch.compile", WARN, "no working C++ compiler: Inductor cannot compile for the CPU "
+                     "(compile cells show recorded results)", fix)
+    if quick:
+        return Check("torch.compile", OK, f"{'Triton' if gpu else 'a C++ compiler'} is here (not timed in the "
+                     "quick check)")
+    result = probe_compile(device)
+    if result["error"]:
+        return Check("torch.compile", WARN, f"a tiny function failed to compile on {device}: {result['error']}",
+                     "python -m lessons_lib.doctor --verbose-compile   # shows Inductor's full error")
+    return Check("torch.compile", OK, f"a tiny function compiled and ran on {device} in {result['seconds']:.1f} s "
+                 "(cold; lessons budget about 15 s for their one compile on a CPU)")
+
+
+def check_disk(path: str = ".") -> Check:
+    free = probe_disk_free(path)
+    text = f"{free / GIB:.1f} GiB free here"
+    fix = "free some space (`pip cache purge` empties pip's download cache)"
+    if free < GIB // 2:
+        return Check("disk", FAIL, text + ": notebooks cannot even save", fix)
+    if free < 2 * GIB:
+        return Check("disk", WARN, text + ": tight for a torch upgrade", fix)
+    return Check("disk", OK, text)
+
+
+def check_memory() -> Check:
+    avail = probe_memory_available()
+    text = f"{avail / GIB:.1f} GiB available"
+    fix = "close other programs (browsers tabs and other notebooks' kernels first)"
+    if avail < GIB // 2:
+        return Check("memory", FAIL, text + ": lessons will be killed for lack of memory", fix)
+    if avail < 2 * GIB:
+        return Check("memory", WARN, text + ": explorers will refuse the larger shapes", fix)
+    return Check("memory", OK, text)
+
+
+def run_checks(quick: bool = False) -> list[Check]:
+    colab = probe_colab()
+    checks = [check_python(), *check_torch(colab), *check_gpu(colab), *check_widgets(colab), check_compile(quick),
+              check_disk(), check_memory()]
+    return checks
+
+
+def summary_line(checks: list[Check]) -> str:
+    fails = [c for c in checks if c.status == FAIL]
+    warns = [c for c in checks if c.status == WARN]
+    if fails:
+        first = fails[0]
+        more = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
+        return (f"Course check: NOT READY: {first.name}: {first.detail.split(':')[0]}{more}. Fix: {first.fix}. "
+                "Details: python -m lessons_lib.doctor")
+    counts = ", ".join(f"{n} {word}" for n, word in ((sum(c.status == OK for c in checks), "ok"),
+                                                        (len(warns), "warning(s)"),
+                                                        (sum(c.status == NOTE for c in checks), "note(s)")) if n)
+    flagged = ", ".join(c.name for c in checks if c.status in (WARN, NOTE))
+    return (f"Course check: ready ({counts}{': ' + flagged if flagged else ''}). "
+            "Details and fixes: python -m lessons_lib.doctor")
+
+
+def summary(quick: bool = True) -> str:
+    """The one line every set-up cell prints. Never raises: a broken probe is itself a line."""
+    try:
+        return summary_line(run_checks(quick=quick))
+    except Exception as err:  # the summary must never stop a notebook
+        return f"Course check: could not run ({type(err).__name__}: {err}); try python -m lessons_lib.doctor"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lessons_lib.doctor", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="skip the timed compile (what setup() runs)")
+    parser.add_argument("--verbose-compile", action="store_true", help="compile the tiny function here, with "
+                        "Inductor's full error")
+    args = parser.parse_args(argv)
+    if args.verbose_compile:
+        exec(_COMPILE_PROBE.format(device="cuda" if probe_gpu_safe() else "cpu"), {})
+        return 0
+    print("Is this machine ready for 'PyTorch GPU performance pitfalls'?")
+    if not args.quick:
+        print("(timing a tiny torch.compile: up to a minute on a busy CPU)")
+    checks = run_checks(quick=args.quick)
+    for c in checks:
+        print(c.line())
+    print(summary_line(checks))
+    return 1 if any(c.status == FAIL for c in checks) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
