@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from dataclasses import dataclass
 from typing import Callable
 
@@ -366,10 +367,16 @@ class Entry:
     name: str
     fn: Callable
     inputs: Callable[[torch.device], tuple]  # example inputs on a device
-    verdict: str  # "safe", "fails" or "silent" (graphs.GraphReport.verdict)
+    verdict: str  # expected under capture: "safe", "fails" or "frozen" (from CUDA's and PyTorch's rules)
     kinds: tuple[str, ...] = ()  # hazard kinds graph_check must name
     also: Callable[[torch.device], list] | None = None  # other calls (shape changes, control flow)
-    second: Callable[[tuple], tuple] | None = None  # silent entries: the call whose replay differs from eager
+    second: Callable[[tuple], tuple] | None = None  # frozen entries: the call whose replay differs from eager
+    source: str = ""  # where the expected behaviour is documented
+
+    @property
+    def expected_report(self) -> str:
+        """The graph_check verdict this entry expects ("safe" shows as "no hazard seen": not a proof)."""
+        return graphs.CLEAN if self.verdict == "safe" else self.verdict
 
 
 def _xy(device, n: int = 8):
@@ -480,6 +487,36 @@ def every_other_step(x, w):
     return y
 
 
+def constant_tensor(x, w):
+    return x * torch.tensor(2.0) + w
+
+
+def noise_from_host(x, w):
+    return x + torch.randn(x.shape).to(x.device) * w
+
+
+def noise_on_device(x, w):
+    return x + torch.randn(x.shape, device=x.device) * w
+
+
+def noise_scale_from_random(x, w):
+    return x * (1 + 0.1 * random.random()) + w
+
+
+def zero_negatives_by_index(x, w):
+    x = x.clone()
+    x[x < 0] = 0
+    return x + w
+
+
+def class_counts(x, w):
+    return torch.bincount((x > 0).long().flatten())
+
+
+def one_hot_fixed(x, w):
+    return F.one_hot((x > 0).long().flatten(), num_classes=2).float().sum(0)
+
+
 def _sgd_inputs(device, momentum: bool = False):
     p = torch.nn.Parameter(torch.randn(8, device=device))
     p.grad = torch.ones(8, device=device)
@@ -511,37 +548,54 @@ def _with_lr(x, _w):
     return (x, 0.1)
 
 
+_NOTES = "PyTorch's CUDA Graphs notes (docs/source/notes/cuda.rst)"
 CATALOGUE = [
-    Entry("matmul + relu", mlp, _xy, "safe"),
-    Entry("torch.where instead of a branch", leaky, _xy, "safe"),
-    Entry("masked_fill instead of a boolean index", zero_negatives, _xy, "safe"),
-    Entry("topk (a fixed k)", top3, _xy, "safe"),
-    Entry("in-place update of an input", decay_in_place, _xy, "safe"),
-    Entry("forward + backward (autograd.grad)", grads, lambda d: (_xy(d)[0], _xy(d)[1].requires_grad_()), "safe"),
-    Entry("SGD by hand, lr a 0-dim tensor", sgd_tensor_lr,
-          lambda d: (*_sgd_inputs(d), torch.tensor(0.1, device=d)), "safe"),
+    Entry("matmul + relu", mlp, _xy, "safe", source="kernels only"),
+    Entry("torch.where instead of a branch", leaky, _xy, "safe", source="kernels only"),
+    Entry("masked_fill instead of a boolean index", zero_negatives, _xy, "safe", source="kernels only"),
+    Entry("x[mask] = 0 (ATen makes it masked_fill_)", zero_negatives_by_index, _xy, "safe",
+          source="TensorAdvancedIndexing.cpp, _index_put_impl_ / canDispatchToMaskedFill"),
+    Entry("topk (a fixed k)", top3, _xy, "safe", source="a fixed output size"),
+    Entry("in-place update of an input", decay_in_place, _xy, "safe", source="kernels only"),
+    Entry("forward + backward (autograd.grad)", grads, lambda d: (_xy(d)[0], _xy(d)[1].requires_grad_()), "safe",
+          source=_NOTES + ": backward can be captured"),
+    Entry("SGD by hand, lr a 0-dim device tensor", sgd_tensor_lr,
+          lambda d: (*_sgd_inputs(d), torch.tensor(0.1, device=d)), "safe", source=_NOTES + ": tensor lr"),
     Entry("index_select with a tensor index", gather_rows,
-          lambda d: (_xy(d)[0], torch.tensor([3, 1, 4], device=d)), "safe"),
-    Entry("dropout (graph-safe random numbers)", dropout, _xy, "safe"),
-    Entry(".item() to log the loss", log_item, _xy, "fails", ("host sync",)),
-    Entry("print(loss)", print_loss, _xy, "fails", ("host sync",)),
-    Entry("if tensor: a branch on a value", branch_on_value, _xy, "fails", ("host sync",)),
-    Entry(".cpu() of a result", to_host, _xy, "fails", ("host sync",)),
-    Entry("nonzero", positives_nonzero, _xy, "fails", ("data-dependent shape",)),
-    Entry("boolean-mask indexing x[x > 0]", positives_mask, _xy, "fails", ("data-dependent shape",)),
-    Entry("unique", distinct, _xy, "fails", ("data-dependent shape",)),
-    Entry("masked_select", selected, _xy, "fails", ("data-dependent shape",)),
-    Entry("torch.tensor(...) of Python data inside", constant_from_python, _xy, "fails", ("host↔device copy",)),
-    Entry("torch.cuda.synchronize() inside", device_sync, _xy, "fails", ("device sync",)),
+          lambda d: (_xy(d)[0], torch.tensor([3, 1, 4], device=d)), "safe", source="a fixed output size"),
+    Entry("dropout (graph-safe random numbers)", dropout, _xy, "safe", source=_NOTES + ": graph-safe RNG"),
+    Entry("randn(shape, device=x.device)", noise_on_device, _xy, "safe", source=_NOTES + ": graph-safe RNG"),
+    Entry("one_hot with num_classes", one_hot_fixed, _xy, "safe", source="Onehot.cpp: CUDA skips the host checks"),
+    Entry(".item() to log the loss", log_item, _xy, "fails", ("host sync",), source=_NOTES + ": no sync"),
+    Entry("print(loss)", print_loss, _xy, "fails", ("host sync",), source=_NOTES + ": no sync"),
+    Entry("if tensor: a branch on a value", branch_on_value, _xy, "fails", ("host sync",), source=_NOTES + ": no sync"),
+    Entry(".cpu() of a result", to_host, _xy, "fails", ("host sync",), source="cuda/Copy.cu: memcpy_and_sync"),
+    Entry("nonzero", positives_nonzero, _xy, "fails", ("data-dependent shape",),
+          source="cuda/Nonzero.cu: memcpy_and_sync"),
+    Entry("boolean-mask indexing x[x > 0]", positives_mask, _xy, "fails", ("data-dependent shape",),
+          source="index with a bool mask calls nonzero"),
+    Entry("unique", distinct, _xy, "fails", ("data-dependent shape",), source="output size from the data"),
+    Entry("masked_select", selected, _xy, "fails", ("data-dependent shape",), source="output size from the data"),
+    Entry("bincount", class_counts, _xy, "fails", ("host sync",), source="cuda/SummaryOps.cu: .item() inside"),
+    Entry("torch.tensor(data, device=x.device) inside", constant_from_python, _xy, "fails", ("host↔device copy",),
+          source="a copy from host memory (Copy.cu)"),
+    Entry("torch.randn(shape).to(x.device)", noise_from_host, _xy, "fails", ("host↔device copy",),
+          source="a blocking pageable copy (Copy.cu)"),
+    Entry("torch.cuda.synchronize() inside", device_sync, _xy, "fails", ("device sync",), source=_NOTES),
     Entry("a new shape on the next call", mlp, _xy, "fails", ("shape change",),
-          also=lambda d: [(torch.randn(16, 8, device=d), _xy(d)[1])]),
-    Entry("Adam built without capturable=True", adam_step, _sgd_inputs, "fails", ("optimizer",)),
-    Entry("a learning rate passed as a Python float", scale_by_float, lambda d: (_xy(d)[0], 0.1), "silent",
-          ("frozen Python value",), second=lambda inputs: (inputs[0], 0.2)),
-    Entry("SGD with a float lr (a scheduler changes it)", sgd_step, _sgd_inputs, "silent",
-          ("frozen Python value",)),
-    Entry("a Python counter picks the branch", every_other_step, _xy, "silent", ("control flow",),
-          also=lambda d: [_xy(d)]),
+          also=lambda d: [(torch.randn(16, 8, device=d), _xy(d)[1])], source=_NOTES + ": static shapes"),
+    Entry("Adam built without capturable=True", adam_step, _sgd_inputs, "fails", ("optimizer",),
+          source="torch/optim/optimizer.py: _cuda_graph_capture_health_check"),
+    Entry("x * torch.tensor(2.0): a 0-dim host tensor", constant_tensor, _xy, "frozen", ("frozen host tensor",),
+          source="TensorIterator: a CPU scalar is a kernel argument"),
+    Entry("a learning rate passed as a Python float", scale_by_float, lambda d: (_xy(d)[0], 0.1), "frozen",
+          ("frozen Python value",), second=lambda inputs: (inputs[0], 0.2), source=_NOTES + ": kernel arguments"),
+    Entry("SGD with a float lr (a scheduler changes it)", sgd_step, _sgd_inputs, "frozen",
+          ("frozen Python value",), source=_NOTES + ": kernel arguments"),
+    Entry("a number from Python's random", noise_scale_from_random, _xy, "frozen", ("frozen Python value",),
+          source=_NOTES + ": host code runs once, at capture"),
+    Entry("a Python counter picks the branch", every_other_step, _xy, "frozen", ("control flow",),
+          also=lambda d: [_xy(d)], source=_NOTES + ": host code runs once, at capture"),
 ]
 
 
@@ -551,14 +605,19 @@ def check_entry(e: Entry, device="cpu") -> graphs.GraphReport:
     return graphs.graph_check(e.fn, *e.inputs(dev), also=also)
 
 
-def catalogue_table(device="cpu") -> str:
-    """graph_check's verdict on every catalogue entry (device-independent: nbval compares it)."""
-    rows = [("function", "expected", "graph_check", "hazards named", "agrees")]
+def catalogue_table(device="cpu"):
+    """graph_check's verdict on every catalogue entry, next to the verdict the course expects from CUDA's and
+    PyTorch's rules (not a capture: on a GPU, tests/test_graphs.py captures each). Device-independent:
+    nbval compares it. An HTML table in a notebook, fixed-width text when printed."""
+    from .display import html_table
+
+    rows = [("function", "expected (source)", "graph_check", "hazards named", "as expected")]
     for e in CATALOGUE:
         r = check_entry(e, device)
-        ok = r.verdict == e.verdict and set(e.kinds) <= set(r.kinds)
-        rows.append((e.name, e.verdict, r.verdict, ", ".join(r.kinds) or "-", "✓" if ok else "✗"))
-    return text_table(rows)
+        ok = r.verdict == e.expected_report and set(e.kinds) <= set(r.kinds)
+        rows.append((e.name, f"{e.verdict} ({e.source})", r.verdict, ", ".join(r.kinds) or "-", "✓" if ok else "✗"))
+    return html_table(rows, caption="expected: from the rules and source named; graph_check: this run, on this "
+                                    "machine, at the dispatcher (what it cannot see is listed under any report)")
 
 
 # --- on a GPU: capture by hand, make_graphed_callables, reduce-overhead --------------------------------

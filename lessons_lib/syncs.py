@@ -217,11 +217,15 @@ def _becomes_masked_fill(args, kwargs) -> bool:
     """index_put_ that ATen turns into masked_fill_ (no nonzero, no sync): `_index_put_impl_`'s
     canDispatchToMaskedFill in TensorAdvancedIndexing.cpp. One boolean mask on self's device, a
     one-element value on the CPU, no accumulate. `x[mask] = 0` on a GPU tensor is this case: Python
-    indexing makes the value a CPU tensor for CUDA tensors (THPVariable_setitem)."""
+    indexing makes the value a CPU tensor for CUDA tensors (THPVariable_setitem); on `meta` it makes it
+    on meta, which stands in for the CPU value here."""
     self, indices, value = args[0], [i for i in (args[1] or ()) if i is not None], args[2] if len(args) > 2 else None
+    if not isinstance(value, torch.Tensor):
+        return False
     accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    on_host = value.device.type == _HOST or value.device.type == self.device.type == "meta"  # meta: as CUDA would
     return (not accumulate and isinstance(value, torch.Tensor) and value.numel() == 1
-            and value.device.type == _HOST and len(indices) == 1 and indices[0].device == self.device)
+            and on_host and len(indices) == 1 and indices[0].device == self.device)
 
 
 def _dispatch_sync(name: str, args, kwargs) -> tuple[str, str] | None:
