@@ -1,0 +1,176 @@
+"""Room set-ups: binder/ (repo2docker, CPU-only rooms) and docker/Dockerfile (a JupyterHub with GPUs).
+
+The Binder test asks repo2docker itself for the Dockerfile it would build (`--no-build --debug`
+needs no Docker daemon); it skips, saying so, where repo2docker is not installed
+(`pip install jupyter-repo2docker`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lessons_lib import colab
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+REQ = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)\s*((?:[<>=!~]=?\s*[0-9][0-9A-Za-z.+*]*\s*,?\s*)*)$")
+
+
+def _parse(line: str) -> tuple[str, str] | None:
+    line = line.split("#")[0].strip().strip('"').strip("'")
+    m = REQ.match(line)
+    return (m.group(1).lower().replace("_", "-"), m.group(2).replace(" ", "")) if m else None
+
+
+def _requirements(path: Path) -> dict[str, str]:
+    return dict(r for r in map(_parse, path.read_text().splitlines()) if r)
+
+
+def _satisfies_floor(spec: str, floor: str) -> bool:
+    """`spec` (a floor like >=2.9 or a pin like ==2.13.0+cpu) admits no version below `floor` (>=X)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    if spec == floor:
+        return True
+    pin = re.fullmatch(r"==([0-9][0-9A-Za-z.+]*)", spec)
+    return bool(pin) and Version(pin.group(1)) in SpecifierSet(floor)
+
+
+TOP = _requirements(ROOT / "requirements.txt")
+
+
+def test_top_level_requirements_parse():
+    assert TOP["torch"].startswith(">=") and {"jupyterlab", "ipywidgets"} <= set(TOP)
+
+
+# --- binder/ -----------------------------------------------------------------------------------------
+
+
+BINDER = ROOT / "binder" / "requirements.txt"
+
+
+def test_binder_installs_cpu_torch_the_widgets_and_the_course():
+    text = BINDER.read_text()
+    lines = [ln.split("#")[0].strip() for ln in text.splitlines() if ln.split("#")[0].strip()]
+    assert f"--extra-index-url {CPU_INDEX}" in lines
+    binder = _requirements(BINDER)
+    assert binder["torch"].startswith("==") and binder["torch"].endswith("+cpu"), "pin a +cpu build: never CUDA"
+    assert "." in lines, "the course itself"
+    for name, floor in TOP.items():
+        assert name in binder, f"binder/requirements.txt lacks {name}"
+        assert _satisfies_floor(binder[name], floor), f"{name}: {binder[name]} vs requirements.txt {floor}"
+
+
+def _repo2docker() -> list[str] | None:
+    exe = os.environ.get("REPO2DOCKER") or shutil.which("repo2docker")
+    if exe:
+        return [exe]
+    try:
+        import repo2docker  # noqa: F401
+    except ImportError:
+        return None
+    return [sys.executable, "-m", "repo2docker"]
+
+
+def test_repo2docker_builds_from_binder_with_the_cpu_index_and_the_course(tmp_path):
+    cmd = _repo2docker()
+    if cmd is None:
+        pytest.skip("repo2docker is not installed (`pip install jupyter-repo2docker`; no Docker daemon needed)")
+    # a clean copy of the tracked layout (not the reader's workspace or virtual environments)
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(".git", ".venv*", "workspace", "__pycache__",
+                                                              "*.egg-info", "_build"))
+    done = subprocess.run([*cmd, "--no-build", "--debug", str(repo)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    dockerfile = done.stdout + done.stderr
+    assert "FROM " in dockerfile, "repo2docker printed no Dockerfile"
+    # repo2docker read binder/ (not the top-level requirements.txt or pyproject.toml) ...
+    installs = re.findall(r'RUN \$\{KERNEL_PYTHON_PREFIX\}/bin/pip install --no-cache-dir -r "([^"]+)"', dockerfile)
+    assert installs == ["binder/requirements.txt"], installs
+    assert not re.search(r"pip install --no-cache-dir \.\s*$", dockerfile, re.M), "the top level was read as a package"
+    # ... copied the whole repository before installing it (the course is a local path)
+    assert dockerfile.index("COPY --chown") < dockerfile.index("COPY --chown=0:0 src/ ") < dockerfile.index(
+        'install --no-cache-dir -r "binder/requirements.txt"')
+    assert re.search(r"Building conda environment for python=3\.1[0-9]", dockerfile)
+    # and the file that Dockerfile installs names the CPU index, a +cpu torch and the course
+    installed = (repo / installs[0]).read_text()
+    assert CPU_INDEX in installed and re.search(r"^torch==[0-9.]+\+cpu$", installed, re.M)
+    assert re.search(r"^\.$", installed, re.M)
+
+
+def test_readme_has_a_binder_badge_that_opens_lesson_00():
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"\(https://mybinder\.org/v2/gh/([^/]+/[^/]+)/([^?)]+)\?urlpath=([^)]+)\)", readme)
+    assert m, "a Binder badge in the README"
+    assert (m.group(1), m.group(2)) == (colab.COURSE_REPO, colab.REF)
+    assert m.group(3).endswith("00_timing_honestly.ipynb")
+
+
+# --- docker/Dockerfile (JupyterHub with GPUs) ------------------------------------------------------
+
+
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    joined = re.sub(r"\\\n", " ", "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")))
+    return [(m.group(1).upper(), m.group(2).strip()) for m in re.finditer(r"^\s*([A-Za-z]+)\s+(.*)$", joined, re.M)]
+
+
+def _pip_installs(steps) -> list[list[str]]:
+    """The arguments of every `pip install` in a RUN step."""
+    found = []
+    for kind, args in steps:
+        if kind != "RUN":
+            continue
+        lexer = shlex.shlex(args, posix=True, punctuation_chars="&;|")
+        lexer.whitespace_split = True
+        command: list[str] = []
+        for word in [*lexer, ";"]:
+            if word in ("&&", ";", "||", "|"):
+                if len(command) > 2 and command[0].endswith("pip") and command[1] == "install":
+                    found.append(command[2:])
+                command = []
+            else:
+                command.append(word)
+    return found
+
+
+def test_dockerfile_parses_with_a_pinned_cuda_base():
+    steps = _instructions(DOCKERFILE.read_text())
+    kinds = [k for k, _ in steps]
+    assert kinds[0] == "FROM" and set(kinds) <= {"FROM", "ENV", "RUN", "USER", "COPY", "WORKDIR", "ENTRYPOINT",
+                                                  "CMD", "ARG", "LABEL", "EXPOSE"}
+    base = steps[0][1]
+    assert re.fullmatch(r"nvidia/cuda:\d+\.\d+\.\d+-[a-z]+-ubuntu\d\d\.\d\d(@sha256:[0-9a-f]{64})?", base), base
+
+
+def test_dockerfile_installs_match_requirements_txt():
+    installs = _pip_installs(_instructions(DOCKERFILE.read_text()))
+    reqs: dict[str, str] = {}
+    for args in installs:
+        reqs.update(r for r in map(_parse, (a for a in args if not a.startswith("-"))) if r)
+    for name, floor in TOP.items():
+        assert name in reqs, f"docker/Dockerfile does not install {name} (requirements.txt: {name}{floor})"
+        assert _satisfies_floor(reqs[name], floor), f"{name}: Dockerfile {reqs[name]} vs requirements.txt {floor}"
+    torch_line = next(a for a in installs if any(x.startswith("torch") for x in a))
+    assert re.search(r"download\.pytorch\.org/whl/cu\d+", " ".join(torch_line)), "torch's CUDA build, pinned index"
+    assert "jupyterhub" in reqs, "JupyterHub's single-user server"
+
+
+def test_dockerfile_installs_the_course_and_copies_notebooks_safely():
+    text = DOCKERFILE.read_text()
+    steps = _instructions(text)
+    assert any(k == "COPY" and a.split()[-2] == "." for k, a in steps), "the repository is copied in"
+    assert any("/opt/course" in a for a in sum(_pip_installs(steps), [])), "the course is pip-installed"
+    cmd = next(a for k, a in steps if k == "CMD")
+    assert "lessons_lib.workspace --copy-only" in cmd and "jupyterhub-singleuser" in cmd
