@@ -6,8 +6,18 @@ compute (FLOPs / peak FLOP/s), memory (bytes the ops read and write / bandwidth)
 property of the code and the shape, not of the machine, and it can be computed on `meta`.
 
 The overhead term is real on a CPU too: every op pays Python, dispatch and allocation before
-it does any work, which is why twelve small matmuls can beat one broadcast matmul that copies.
-`overhead` measures it with the harness on a one-element op.
+it does any work, so many small ops cost more than one op doing the same work (a loop of twelve
+small matmuls pays it twelve times, one batched matmul once). Where a loop beats one broadcast
+matmul, the one op loses on bytes (it copies), not on this term. `overhead` measures it with the
+harness on a one-element op.
+
+Two facts of a GPU that a trace on `meta` marks and the GPU's peaks apply (`Peaks.cuda`):
+- TF32. A float32 GEMM or convolution the trace marks `tf32` runs at the TF32 tensor-core rate
+  (`Peaks.tf32`) where the GPU has one. PyTorch's defaults: off for matmuls since torch 1.12
+  (`torch.backends.cuda.matmul.allow_tf32`, or `torch.set_float32_matmul_precision("high")`),
+  on for cuDNN convolutions (`torch.backends.cudnn.allow_tf32`).
+- cuBLASLt's bias epilogue. `addmm` with a 1-D bias copies no bias into its output on CUDA
+  (trace.py says when); the bytes of that copy (`Work.lt_bias_bytes`) count on a CPU only.
 """
 from __future__ import annotations
 
@@ -24,6 +34,12 @@ class Work:
     flops: int
     bytes: int  # bytes the ops read and write, as dispatched (trace.OpTrace.accessed_bytes; not DRAM traffic)
     launches: int  # ops that do work (a GPU kernel each, at least)
+    tf32_flops: int = 0  # of `flops`, those of float32 GEMMs/convolutions that may run in TF32 on a GPU
+    lt_bias_bytes: int = 0  # of `bytes`, addmm's bias copy, which cuBLASLt's epilogue skips on CUDA
+
+    def bytes_on(self, cuda: bool) -> int:
+        """Bytes on a CUDA GPU (no addmm bias copy) or elsewhere (the copy is real)."""
+        return self.bytes - self.lt_bias_bytes if cuda else self.bytes
 
     @classmethod
     def of(cls, fn, *args) -> "Work":
@@ -32,7 +48,7 @@ class Work:
 
     @classmethod
     def from_trace(cls, t: "trace.OpTrace") -> "Work":
-        return cls(t.flops, t.accessed_bytes, len(t.compute_ops))
+        return cls(t.flops, t.accessed_bytes, len(t.compute_ops), t.tf32_flops, t.lt_saved_bytes)
 
 
 @dataclass
@@ -41,10 +57,14 @@ class Peaks:
     bandwidth: float  # bytes/s
     launch: float  # seconds per dispatched op: the measured cost of a tiny op (CPU and GPU alike)
     source: str
+    tf32: float | None = None  # FLOP/s of TF32 tensor cores for work marked tf32 (None: no TF32 here)
+    cuda: bool = False  # a CUDA GPU: addmm's bias goes through cuBLASLt's epilogue (no copy)
 
     def terms(self, work: Work) -> dict[str, float]:
         """The three lower bounds in seconds: compute, memory and overhead."""
-        return {"compute": work.flops / self.flops, "memory": work.bytes / self.bandwidth,
+        tf32 = min(work.tf32_flops, work.flops) if self.tf32 else 0
+        compute = (work.flops - tf32) / self.flops + (tf32 / max(self.tf32, self.flops) if tf32 else 0.0)
+        return {"compute": compute, "memory": work.bytes_on(self.cuda) / self.bandwidth,
                 "overhead": work.launches * self.launch}
 
     def floor(self, work: Work) -> float:
@@ -118,22 +138,22 @@ DATASHEET = {
     "H100": (67.0, 494.5, 989.0, 989.0, 3350),
     "H200": (67.0, 494.5, 989.0, 989.0, 4800),
 }
+# The GPUs the course's model records and presets name: Colab's T4 and two datacenter parts.
+MODEL_GPUS = ("T4", "A100", "H100")
 # Seconds per dispatched op when nothing is measured (model files). An ASSUMPTION, not a datasheet
 # figure: one eager PyTorch op costs a few µs of host time (Python, dispatch, allocation, launch)
 # on a fast host, more on Colab's; 5 µs is used for every GPU. Measure it with `overhead`.
 ASSUMED_LAUNCH = {name: 5e-6 for name in DATASHEET}
 
 
-def _tf32_on() -> bool:
-    """Whether float32 matmuls may use TF32 tensor cores (PyTorch's default: no)."""
-    return bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)) or \
-        torch.get_float32_matmul_precision() != "highest"
+_tf32_on = trace.tf32_allowed  # whether float32 matmuls may use TF32 now (PyTorch's default: no)
 
 
 def datasheet(name: str, dtype: torch.dtype = torch.float32, tf32: bool | None = None) -> Peaks | None:
     """A named GPU's datasheet peaks for `dtype`, or None (unknown GPU, or a dtype its hardware
     lacks: bf16 on a T4 or V100). float32 uses TF32 tensor cores where `tf32` (default: whatever
-    PyTorch's float32 matmul precision allows now) and the GPU has them."""
+    PyTorch's float32 matmul precision allows now) and the GPU has them; either way, work the trace
+    marks tf32 runs at the TF32 peak (`Peaks.tf32`). Datasheet figures: a model, not a measurement."""
     for key in sorted(DATASHEET, key=len, reverse=True):  # "H100 PCIe" before "H100"
         if key.lower() in name.lower():
             fp32, tf32_peak, fp16, bf16, gbs = DATASHEET[key]
@@ -148,9 +168,10 @@ def datasheet(name: str, dtype: torch.dtype = torch.float32, tf32: bool | None =
                 return None
             if tf is None:
                 return None
+            tf32_rate = tf32_peak * 1e12 if dtype == torch.float32 and tf32_peak else None
             return Peaks(tf * 1e12, gbs * 1e9, ASSUMED_LAUNCH[key],
                          f"datasheet ({key}: {tf:g} TFLOP/s {how}, {gbs:g} GB/s; "
-                         f"{ASSUMED_LAUNCH[key] * 1e6:g} µs per op assumed)")
+                         f"{ASSUMED_LAUNCH[key] * 1e6:g} µs per op assumed)", tf32=tf32_rate, cuda=True)
     return None
 
 
@@ -199,12 +220,43 @@ def measure_peaks(device: torch.device | str, dtype: torch.dtype = torch.float32
     bandwidth = 2 * src.nbytes / t_copy.median
     del src, dst
     launch = overhead(dev, dtype)
+    tf32 = _measure_tf32(dev, n) if dtype == torch.float32 else None
     synchronize(dev)
     peaks = Peaks(
         flops=2 * n**3 / t_mm.median,
         bandwidth=bandwidth,
         launch=launch,
         source=f"measured on {describe(dev).name}",
+        tf32=tf32,
+        cuda=dev.type == "cuda",
     )
     _measured[key] = peaks
     return peaks
+
+
+def _measure_tf32(dev: torch.device, n: int) -> float | None:
+    """FLOP/s of a float32 mm with TF32 allowed, on a CUDA GPU that has TF32 (compute capability 8.0+);
+    None elsewhere (a CPU has no TF32)."""
+    if dev.type != "cuda" or torch.cuda.get_device_capability(dev) < (8, 0):
+        return None
+    a = torch.randn(n, n, device=dev)
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        t = timing.measure(torch.mm, a, a, label="peak matmul, TF32", min_run_time=0.3)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    return 2 * n**3 / t.median
+
+
+def speedup_asymptote(peaks: Peaks, element_size: int = 4, tf32: bool = False) -> float:
+    """Slope s of Linear's time over PseudoLinear's at large width N: ratio → s · N.
+
+    Per layer at batch B: Linear is compute-bound, 2·B·N² FLOPs at F FLOP/s; eager PseudoLinear is
+    memory-bound, two ops each reading and writing B·N elements of e bytes, 4·B·N·e bytes at BW.
+    Their ratio, (2·B·N²/F) / (4·B·N·e/BW) = N · BW / (2·e·F), grows linearly in N with slope
+    1 / (2·e·balance), where balance = F / BW is the device's FLOPs per byte. The batch cancels.
+    So the speed-up never converges: it grows without bound, more slowly the more FLOPs the device
+    does per byte (TF32 multiplies F, and divides the slope, by the TF32-to-fp32 ratio)."""
+    f = peaks.tf32 if tf32 and peaks.tf32 else peaks.flops
+    return peaks.bandwidth / (2 * element_size * f)

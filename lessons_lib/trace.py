@@ -16,8 +16,16 @@ What the figures are, and are not:
   cache is still counted, and traffic inside a kernel (tiles re-read by a GEMM) is not.
 - The one copy made inside a kernel that the trace does model is the bias of `addmm`,
   `baddbmm` and `addbmm`: the expanded bias is first copied into the output, then the GEMM
-  accumulates onto it (beta = 1). On CUDA, cuBLASLt's bias epilogue (`addmm` with a 1-D bias)
-  fuses it instead; a trace on `meta` cannot know, so it counts the copy.
+  accumulates onto it (beta = 1). On CUDA, `addmm` with a 1-D contiguous bias, beta = 1, a
+  floating dtype and both matrices wider than 1 in each dimension goes to cuBLASLt, whose bias
+  epilogue adds the bias as it writes: no copy (`addmm_out_cuda_impl` and, from torch 2.10,
+  `isInputCompliesAddmmCudaLt` in aten/src/ATen/native/cuda/Blas.cpp; DISABLE_ADDMM_CUDA_LT=1
+  turns it off). A trace on CUDA tensors counts no copy there; a trace on `meta` or a CPU counts
+  the copy and marks the op (`Op.lt_bias`), so a GPU's roofline can leave it out.
+- GEMMs in float32 dispatched while TF32 is allowed for matmuls
+  (`torch.backends.cuda.matmul.allow_tf32`, off by default since torch 1.12), and float32
+  convolutions while `torch.backends.cudnn.allow_tf32` is on (its default), are marked
+  `Op.tf32`: on a GPU with TF32 tensor cores they run at the TF32 rate.
 
 `kernels` asks the profiler which GPU kernels launched (CUDA only).
 """
@@ -103,6 +111,8 @@ class Op:
     write_bytes: int  # bytes it writes, as dispatched
     flops: int = 0  # multiply-adds × 2 of GEMMs and convolutions; 0 for other ops
     inner_copy_bytes: int = 0  # bytes copied inside the kernel (addmm/baddbmm's bias into the output)
+    lt_bias: bool = False  # that copy is one cuBLASLt's bias epilogue skips on CUDA (addmm, 1-D bias)
+    tf32: bool = False  # a float32 GEMM or convolution that may run in TF32 on a GPU (flags at dispatch)
 
     @property
     def gemm(self) -> tuple[int, int, int, int] | None:
@@ -119,6 +129,11 @@ class Op:
     def accessed_bytes(self) -> int:
         """Bytes it reads plus bytes it writes (as dispatched; not DRAM traffic)."""
         return self.read_bytes + self.write_bytes
+
+    @property
+    def lt_saved_bytes(self) -> int:
+        """Bytes the bias copy adds (read back, and written) that cuBLASLt's epilogue saves on CUDA."""
+        return 2 * self.inner_copy_bytes if self.lt_bias else 0
 
 
 def _gemm_dims(name: str, shapes) -> tuple[int, int, int, int] | None:
@@ -178,6 +193,38 @@ def _bias_copy(name: str, args: tuple, kwargs: dict, outs: list[torch.Tensor]) -
     return accessed_bytes(outs[0])
 
 
+_LT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+
+
+def _lt_bias(name: str, args: tuple, kwargs: dict) -> bool:
+    """Whether CUDA's addmm would take cuBLASLt's bias epilogue (no copy of the bias): the conditions
+    of Blas.cpp's addmm_out_cuda_impl / isInputCompliesAddmmCudaLt that a dispatch can see (torch 2.9
+    to 2.15; the newest also needs mat1 wider than 1, which is required here for every version)."""
+    if name != "addmm" or len(args) < 3 or not all(isinstance(a, torch.Tensor) for a in args[:3]):
+        return False
+    bias, m1, m2 = args[:3]
+    beta = kwargs.get("beta", args[3] if len(args) > 3 else 1)
+    return (isinstance(beta, (int, float)) and beta == 1 and bias.dim() == 1 and bias.is_contiguous()
+            and bias.shape[0] == m2.shape[1] and m1.dtype in _LT_DTYPES
+            and min(*m1.shape, *m2.shape) > 1)
+
+
+def tf32_allowed() -> bool:
+    """Whether float32 matmuls may run in TF32 now (PyTorch's default since 1.12: no)."""
+    return bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)) or \
+        torch.get_float32_matmul_precision() != "highest"
+
+
+def _tf32(name: str, dtype) -> bool:
+    if dtype != torch.float32:
+        return False
+    if name in GEMM_OPS:
+        return tf32_allowed()
+    if name in CONV_OPS:  # cuDNN convolutions: TF32 allowed by default (torch.backends.cudnn.allow_tf32)
+        return bool(getattr(torch.backends.cudnn, "allow_tf32", False))
+    return False
+
+
 def _shape(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(int(s) for s in t.shape)
 
@@ -231,6 +278,16 @@ class OpTrace:
         """Bytes the ops read and write, as dispatched (distinct elements per operand). Not DRAM
         traffic: cached intermediates are counted, traffic inside a kernel is not."""
         return sum(op.read_bytes + op.write_bytes for op in self.compute_ops)
+
+    @property
+    def lt_saved_bytes(self) -> int:
+        """Bytes of bias copies that cuBLASLt's epilogue saves on CUDA (0 in a trace taken on CUDA)."""
+        return sum(op.lt_saved_bytes for op in self.ops)
+
+    @property
+    def tf32_flops(self) -> int:
+        """FLOPs of the float32 GEMMs and convolutions that may run in TF32 on a GPU (`Op.tf32`)."""
+        return sum(op.flops for op in self.ops if op.tf32)
 
     @property
     def moved_bytes(self) -> int:
@@ -312,12 +369,16 @@ def _op_record(func, args: tuple, kwargs: dict, out) -> Op:
     elif name in CONV_OPS:
         flops = _conv_op_flops(name, args, kwargs, outs)
     bias_copy = 0 if view else _bias_copy(name, args, kwargs, outs)
+    lt_bias = bool(bias_copy) and _lt_bias(name, args, kwargs)
+    if lt_bias and outs[0].device.type == "cuda":  # cuBLASLt adds the bias in its epilogue: no copy here
+        bias_copy, lt_bias = 0, False
     written = sum(accessed_bytes(o) for o in outs)
+    dtype = outs[0].dtype if outs else (ins[0].dtype if ins else None)
     return Op(
         name=name,
         in_shapes=tuple(_shape(a) for a in ins),
         out_shapes=tuple(_shape(o) for o in outs),
-        dtype=str(outs[0].dtype if outs else (ins[0].dtype if ins else "")).replace("torch.", ""),
+        dtype=str(dtype or "").replace("torch.", ""),
         is_view=view,
         alloc_bytes=0 if view else sum(new.values()),
         # a bias GEMM reads the bias (copying it) and then the output it accumulates onto
@@ -325,6 +386,8 @@ def _op_record(func, args: tuple, kwargs: dict, out) -> Op:
         write_bytes=0 if view else written + bias_copy,
         flops=flops,
         inner_copy_bytes=bias_copy,
+        lt_bias=lt_bias,
+        tf32=bool(flops) and _tf32(name, dtype),
     )
 
 

@@ -192,3 +192,98 @@ def test_many_small_ops_are_overhead_bound_with_a_per_op_cost():
     assert p.regime(work) == "overhead"
     assert p.floor(work) == pytest.approx(40 * 5e-6)
     assert p.terms(work)["overhead"] == pytest.approx(2e-4)
+
+
+# --- cuBLASLt's bias epilogue and TF32 (marked in the trace, applied by a GPU's peaks) --------------
+@pytest.mark.parametrize("bias, a, b, kw, fused", [
+    ((8,), (5, 6), (6, 8), {}, True),  # F.linear's case: 1-D contiguous bias, beta 1
+    ((5, 8), (5, 6), (6, 8), {}, False),  # a 2-D bias is copied on CUDA too
+    ((1, 8), (5, 6), (6, 8), {}, False),
+    ((8,), (5, 6), (6, 8), {"beta": 0.5}, False),  # beta != 1
+    ((8,), (1, 6), (6, 8), {}, False),  # a matrix with one row (cuBLASLt's heuristic refuses it)
+    ((8,), (5, 6), (6, 1), {}, False),
+])
+def test_addmm_marks_the_bias_copy_cublaslt_skips(bias, a, b, kw, fused):
+    tb, ta, tm = _meta(bias, a, b)
+    n = tm.shape[1]
+    if tb.shape[-1] != n:
+        tb = torch.empty(*bias[:-1], n, device="meta")
+    (op,) = trace.trace_ops(lambda *t: torch.addmm(*t, **kw), tb, ta, tm).ops
+    assert op.inner_copy_bytes == a[0] * n * 4  # a CPU (and a trace on meta) copies the bias
+    assert op.lt_bias is fused
+    assert op.lt_saved_bytes == (2 * op.inner_copy_bytes if fused else 0)
+
+
+def test_a_strided_bias_is_not_fused():
+    b = torch.empty(16, device="meta")[::2]
+    a, m = _meta((5, 6), (6, 8))
+    (op,) = trace.trace_ops(torch.addmm, b, a, m).ops
+    assert not op.lt_bias
+
+
+def test_work_bytes_on_a_gpu_leave_out_the_fused_bias_copy():
+    x, w, bias = _meta((64, 32), (16, 32), (16,))
+    work = roofline.Work.of(F.linear, x, w, bias)
+    assert work.lt_bias_bytes == 2 * 64 * 16 * 4
+    assert work.bytes_on(False) == work.bytes
+    assert work.bytes_on(True) == work.bytes - work.lt_bias_bytes
+    cpu = roofline.Peaks(1e9, 1e9, 1e-6, "cpu")
+    gpu = roofline.Peaks(1e9, 1e9, 1e-6, "gpu", cuda=True)
+    assert gpu.terms(work)["memory"] < cpu.terms(work)["memory"]
+
+
+def test_tf32_marks_float32_gemms_only_while_allowed():
+    a, b = _meta((64, 64), (64, 64))
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert trace.trace_ops(torch.mm, a, b).tf32_flops == 0  # PyTorch's default since 1.12
+        torch.backends.cuda.matmul.allow_tf32 = True
+        t = trace.trace_ops(torch.mm, a, b)
+        assert t.tf32_flops == t.flops == 2 * 64**3
+        assert trace.trace_ops(torch.mm, *(x.half() for x in (a, b))).tf32_flops == 0  # fp16 is not TF32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_float32_convolutions_are_tf32_by_cudnns_default():
+    assert torch.backends.cudnn.allow_tf32 is True  # PyTorch's documented default for convolutions
+    x, w = _meta((1, 4, 16), (8, 4, 3))
+    t = trace.trace_ops(F.conv1d, x, w)
+    assert t.tf32_flops == t.flops > 0
+
+
+@pytest.mark.parametrize("gpu, tf32", [("A100", 156e12), ("NVIDIA A100-SXM4-80GB", 156e12),
+                                       ("H100", 494.5e12), ("NVIDIA H100 PCIe", 378e12)])
+def test_tf32_peaks_from_datasheets(gpu, tf32):
+    p = roofline.datasheet(gpu, torch.float32, tf32=False)
+    assert p.tf32 == pytest.approx(tf32)
+    assert p.flops < p.tf32  # fp32 on CUDA cores stays the float32 peak while TF32 is off
+    assert p.cuda
+    assert roofline.datasheet(gpu, torch.float16).tf32 is None  # TF32 is a float32 mode
+
+
+def test_tf32_work_runs_at_the_tf32_rate_and_needs_the_hardware():
+    work = roofline.Work(flops=10**12, bytes=0, launches=0, tf32_flops=10**12)
+    a100 = roofline.datasheet("A100", torch.float32, tf32=False)
+    assert a100.terms(work)["compute"] == pytest.approx(1 / 156)
+    t4 = roofline.datasheet("T4", torch.float32, tf32=False)
+    assert t4.tf32 is None and t4.terms(work)["compute"] == pytest.approx(1 / 8.1)  # no TF32 on Turing
+    assert roofline.measure_peaks("cpu").tf32 is None  # a CPU has no TF32
+
+
+def test_model_gpus_include_the_a100():
+    assert roofline.MODEL_GPUS == ("T4", "A100", "H100")
+    assert all(roofline.datasheet(g, torch.float32) for g in roofline.MODEL_GPUS)
+
+
+@pytest.mark.parametrize("gpu", ["T4", "A100", "H100"])
+@pytest.mark.parametrize("tf32", [False, True])
+def test_speedup_asymptote_is_bandwidth_over_twice_the_flop_rate_per_byte(gpu, tf32):
+    p = roofline.datasheet(gpu, torch.float32, tf32=tf32)
+    f = p.tf32 if tf32 and p.tf32 else p.flops
+    s = roofline.speedup_asymptote(p, 4, tf32=tf32)
+    assert s == pytest.approx(p.bandwidth / (2 * 4 * f))
+    # the model's ratio of floors at a large width: Linear 2·B·N² / F against PseudoLinear 4·B·N·e / BW
+    B, N = 32768, 16384
+    assert (2 * B * N * N / f) / (4 * B * N * 4 / p.bandwidth) == pytest.approx(s * N)
