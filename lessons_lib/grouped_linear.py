@@ -16,27 +16,34 @@ channel-first layout of `nn.Conv1d` and the thread's `SlowGroups`.
 Parameters: `weight` (groups, out_features, in_features) and `bias` (groups, out_features).
 They are the same whatever the strategy, so a state dict saved with one strategy loads into
 another, and `from_linears` / `to_linears` / `from_conv1d` / `from_slow_groups` convert
-trained layers both ways.
+trained layers both ways. The weight's *memory* is laid out (groups, in_features, out_features),
+the B operand of `rows @ W` as a forum-style `baddbmm` holds it: `bmm` then multiplies by a
+contiguous matrix, not a transposed view (the shape, state dict and converters do not change).
 
 Strategies (every one computes the same function; they differ in ops, copies and FLOPs):
 
     loop            one F.linear per group on a column slice, then cat (the thread's SlowGroups)
-    bmm             one batched GEMM over the groups: rows viewed as (groups, rows, in), bias fused
+    bmm             one batched GEMM over the groups: rows viewed as (groups, rows, in), baddbmm
     matmul_channels channel-first layouts only: the reply's stacked-weight matmul, no activation copy
     einsum          einsum("mgk,gok->mgo"): permutes and views into one bmm
     block_diagonal  one plain GEMM with a block-diagonal weight: groups× the FLOPs, one launch
     conv            grouped Conv1d with kernel_size=1 (the thread's other attempt)
-    grouped_mm      torch.nn.functional.grouped_mm, where this build, dtype and shape allow it
+    grouped_mm      torch.nn.functional.grouped_mm (torch._grouped_mm before), where it runs
     vmap            torch.func.vmap over F.linear (the thread's update)
 
 `strategy="auto"` times the available strategies once per (device, dtype, shape, training or
 not) on the reader's machine with the course harness (`timing.measure`), keeps the fastest in
-a process-wide cache, and reuses it; `explain()` prints what it saw. Under `torch.compile`
-it never times anything: it uses the cached choice, or `bmm`.
+a process-wide cache, and reuses it; `explain()` prints what it saw, and says when the machine
+looked busy while it tuned. Tuning measures the steady state (every strategy is called untimed
+first), always times the usual winners (`ALWAYS_TIME`) whatever the budget, and re-times the
+near-ties in alternating paired rounds (`noise.compare`), keeping each one's median. Under
+`torch.compile` or on `meta` (an op trace) it never times anything: it uses the cached choice,
+or `bmm`.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -44,7 +51,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import timing
+from . import noise, timing
 
 STRATEGIES = ("loop", "bmm", "matmul_channels", "einsum", "block_diagonal", "conv", "grouped_mm", "vmap")
 AUTO = "auto"
@@ -52,10 +59,15 @@ AUTO = "auto"
 # rarely wins (a loop of G small GEMMs, or G× the FLOPs). A cold loop on 64 groups once used the
 # budget before Conv1d, the winner there, was timed.
 TIMING_ORDER = ("bmm", "matmul_channels", "conv", "einsum", "grouped_mm", "vmap", "loop", "block_diagonal")
+# Timed whatever the budget: between them they won every point of lesson 03's CPU and GPU grids. On a
+# loaded machine a budget spent on two strategies left auto's choice to chance (issue 19 §6).
+ALWAYS_TIME = ("bmm", "matmul_channels", "conv", "einsum")
 TUNE_BUDGET_S = 1.5  # seconds auto-tuning may spend on one new shape (the course's bar: 2 s on a CPU)
-FIRST_LOOK = 0.7  # share of the budget for timing every strategy once; the rest re-times the near-ties
+FIRST_LOOK = 0.6  # share of the budget for timing every strategy once; the rest re-times the near-ties
 NEAR_TIE = 1.5  # a strategy within this factor of the fastest gets a second look (a burst of load on a
 # shared machine can slow one 20 ms measurement by a third)
+MAX_FINALISTS = 3  # near-ties re-timed in paired rounds (at least 3 rounds each: keep the count small)
+BUSY_SPREAD = 0.25  # rounds whose ratios spread more than this, or a load average above the cores: "busy"
 FALLBACK = "bmm"  # what auto uses where it cannot time (inside torch.compile)
 MAX_BLOCK_DIAGONAL_BYTES = 256 * 2**20  # the block-diagonal weight is groups² × in × out: refuse beyond this
 
@@ -99,8 +111,10 @@ def loop(x, weight, bias, dim=-1):
 
 
 def bmm(x, weight, bias, dim=-1):
-    """One batched GEMM: the rows viewed as (G, rows, K) (strided, no copy), bias fused into
-    baddbmm; the (G, rows, O) result is laid back as (rows, G·O), which copies once."""
+    """One batched GEMM: the rows viewed as (G, rows, K) (strided, no copy) times the weight as
+    (G, K, O). With a bias it is `baddbmm`, which first copies the bias, expanded, into the output
+    (on every backend) and then accumulates the GEMM into it (beta = 1): nothing is fused. The
+    (G, rows, O) result is laid back as (rows, G·O), which copies once."""
     G, O, K = weight.shape
     rows, lead = _rows(x, dim, G * K)
     xg = rows.view(-1, G, K).transpose(0, 1)
@@ -176,8 +190,11 @@ class _ContiguousGrad(torch.autograd.Function):
 
 
 def grouped_mm(x, weight, bias, dim=-1):
-    """torch.nn.functional.grouped_mm over (G, rows, K) @ (G, K, O). Its `bias=` is not supported
-    everywhere, so the bias is added after; see `grouped_mm_problem` for where it runs at all."""
+    """torch.nn.functional.grouped_mm over (G, rows, K) @ (G, K, O): the 3-D × 3-D case, where every
+    group has the same rows. Its `bias=` argument is rejected on every build, so the bias is added
+    after. Where no fast kernel exists (a CPU, or a GPU its kernels do not cover) this case runs as
+    one `bmm`; only the jagged case (2-D inputs with `offs=`) loops, and that loop reads the offsets
+    on the host, a sync. See `grouped_mm_problem` for where it runs at all."""
     G, O, K = weight.shape
     fn = _grouped_mm_fn()
     dt = _compute_dtype(x, weight)  # not an autocast op: cast to what autocast would use
@@ -294,6 +311,8 @@ class Choice:
     skipped: dict[str, str] = field(default_factory=dict)  # strategy -> why not timed
     seconds: float = 0.0  # time the tuning took, timing included
     noisy: list[str] = field(default_factory=list)
+    busy: str = ""  # why the machine looked busy while tuning ("" when it did not)
+    rounds: int = 0  # paired rounds of the near-ties (their medians are what `medians` holds for them)
 
     def describe(self) -> str:
         dev, dtype, G, K, O, rows, tail, training, bias = self.key
@@ -307,6 +326,11 @@ class Choice:
             lines.append(f"  {s:<16}{timing.fmt_time(m):>10}  {m / best:5.2f}× the fastest{flag}")
         for s, why in self.skipped.items():
             lines.append(f"  {s:<16}  not timed: {why}")
+        if self.rounds:
+            lines.append(f"  (near-ties: the median of {self.rounds} paired rounds in alternating order)")
+        if self.busy:
+            lines.append(f"  ⚠ the machine looked busy while tuning ({self.busy}): the choice may be off. "
+                         "Tune again when it is quieter (GL.clear_cache()), or pass strategy=...")
         return "\n".join(lines)
 
 
@@ -374,7 +398,50 @@ def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float,
     an optimistic guess at its call (G× the FLOPs of the fastest so far, at twice its efficiency)
     would not fit three times into what is left; any strategy is skipped once the budget is spent.
     Neither can hide a winner that matters: a strategy that slow would lose anyway.
-    ordered=True (tune's second look): keep the order given, and no untimed first calls (already made)."""
+    The usual winners (`ALWAYS_TIME`) are timed even when the budget is spent, each with a short
+    measurement: a budget spent by a slow moment must not leave the choice to chance.
+    ordered=True: keep the order given, and no untimed first calls (already made)."""
+    calls = _calls(names, x, weight, bias, dim, training)
+    if not ordered:
+        names = sorted(names, key=TIMING_ORDER.index)
+    medians, noisy, skipped = {}, [], {}
+    start = time.perf_counter()
+    if not ordered:
+        # Untimed calls first, two of each, so tuning measures the steady state it will be used in: in a
+        # fresh process the first strategies timed paid for the process's first large allocations (page
+        # faults until the allocator settles) and the thread pool's start, up to 9× their warm time.
+        # The usual winners always; the others within a quarter of the budget.
+        for name in names:
+            if name == "block_diagonal":
+                continue
+            if name not in ALWAYS_TIME and time.perf_counter() - start > budget / 4:
+                continue
+            calls[name]()
+            calls[name]()
+    for i, name in enumerate(names):
+        left = budget - (time.perf_counter() - start)
+        must = name in ALWAYS_TIME
+        if medians and left <= 0 and not must:
+            skipped[name] = f"the tuning budget ({budget:g} s) was spent"
+            continue
+        if name == "block_diagonal" and medians:
+            guess = weight.shape[0] * min(medians.values()) / 2
+            if 3 * guess > left:
+                skipped[name] = (f"{weight.shape[0]}× the FLOPs: at least ~{timing.fmt_time(guess)} a call, more "
+                                 "than the tuning budget left")
+                continue
+        share = max(left / (len(names) - i), 0.01)
+        t = timing.measure(calls[name], label=name, min_run_time=min(0.02, share / 4), warmup=1, min_samples=3,
+                           max_time=share)
+        medians[name] = t.median
+        if t.noisy:
+            noisy.append(name)
+    return medians, noisy, skipped
+
+
+def _calls(names, x, weight, bias, dim, training: bool) -> dict:
+    """{strategy: a zero-argument call} on detached copies of these tensors: the forward under no_grad,
+    or forward and backward from a dense incoming gradient."""
     xs = x.detach().requires_grad_(training and x.requires_grad)
     ws = weight.detach().requires_grad_(training)
     bs = None if bias is None else bias.detach().requires_grad_(training)
@@ -383,8 +450,6 @@ def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float,
         d = _norm_dim(dim, x.dim())  # some backward GEMMs down slower paths and misranks strategies
         grad = torch.randn((*x.shape[:d], weight.shape[0] * weight.shape[1], *x.shape[d + 1:]),
                            device=x.device, dtype=_compute_dtype(x, weight))
-    if not ordered:
-        names = sorted(names, key=TIMING_ORDER.index)
 
     def make_call(fn):
         if training:
@@ -397,36 +462,40 @@ def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float,
                     return fn(xs, ws, bs, dim)
         return call
 
-    calls = {name: make_call(FUNCTIONS[name]) for name in names}
-    medians, noisy, skipped = {}, [], {}
-    start = time.perf_counter()
-    if not ordered:
-        # One untimed call of each first: in a fresh process the first strategies timed paid for the
-        # process's first large allocations (page faults until the allocator settles), up to 9× their
-        # time, and lost to strategies timed later. At most a quarter of the budget.
-        for name in names:
-            if name == "block_diagonal" or time.perf_counter() - start > budget / 4:
-                break
-            calls[name]()
-    for i, name in enumerate(names):
-        left = budget - (time.perf_counter() - start)
-        if medians and left <= 0:
-            skipped[name] = f"the tuning budget ({budget:g} s) was spent"
-            continue
-        if name == "block_diagonal" and medians:
-            guess = weight.shape[0] * min(medians.values()) / 2
-            if 3 * guess > left:
-                skipped[name] = (f"{weight.shape[0]}× the FLOPs: at least ~{timing.fmt_time(guess)} a call, more "
-                                 "than the tuning budget left")
-                continue
-        share = max(left / (len(names) - i), 0.01)
-        call = calls[name]
-        t = timing.measure(call, label=name, min_run_time=min(0.02, share / 4), warmup=1, min_samples=3,
-                           max_time=share)
-        medians[name] = t.median
-        if t.noisy:
-            noisy.append(name)
-    return medians, noisy, skipped
+    return {name: make_call(FUNCTIONS[name]) for name in names}
+
+
+def _busy(spread: float, noisy: int, timed: int) -> str:
+    """Why the machine looked busy while tuning, or "": the near-ties' paired rounds disagreed, the
+    harness flagged half the measurements noisy, or the load average was above the core count."""
+    why = []
+    if spread > BUSY_SPREAD:
+        why.append(f"the near-ties' paired rounds spread {min(spread, 99.99):.0%}")
+    if timed and noisy * 2 >= timed:
+        why.append(f"{noisy} of {timed} measurements noisy")
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+        if load > cores:
+            why.append(f"load average {load:.1f} on {cores} cores")
+    except (AttributeError, OSError):  # no load average on this OS
+        pass
+    return "; ".join(why)
+
+
+def _planned(key: tuple) -> Choice:
+    """What auto would run for `key` on a real device, without timing: the choice cached for the same
+    shape on another device (the most recent), else the fallback. Used for traces on meta."""
+    same = [c for k, c in _CACHE.items() if k[1:] == key[1:] and k[0] != "meta"]
+    strategy = _traceable(same[-1].strategy if same else FALLBACK, "meta")
+    why = f"traced on meta: the strategy {'auto chose on ' + same[-1].key[0] if same else 'it falls back to'}"
+    return Choice(key, strategy, {}, {"(all)": why})
+
+
+def _traceable(strategy: str, device_type: str) -> str:
+    """A strategy a trace (meta, or Dynamo's fake tensors) can follow here. grouped_mm's meta kernel
+    only accepts bf16 for a GPU, so off CUDA it is traced as `bmm`: the one batched GEMM that its
+    3-D × 3-D fallback runs there (`_grouped_mm_fallback` in ATen's GroupedMMUtils.h)."""
+    return FALLBACK if strategy == "grouped_mm" and device_type != "cuda" else strategy
 
 
 def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: float | None = None,
@@ -455,6 +524,8 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
     if key in _CACHE and strategies is None:
         _EXACT[exact] = _CACHE[key]
         return _CACHE[key]
+    if x.device.type == "meta":  # an op trace: what auto would run, never a tuning run traced as work
+        return _planned(key)
     t0 = time.perf_counter()
     names = list(strategies or STRATEGIES)
     skipped = {}
@@ -466,15 +537,23 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
     medians, noisy, over = _time_strategies(names, x, weight, bias, dim, training, FIRST_LOOK * budget)
     skipped.update(over)
     # A second look at the near-ties, with what is left: on a busy machine one short measurement can
-    # misrank two strategies within noise of each other. Noise only ever adds time, so keep the lower.
-    finalists = [n for n, m in medians.items() if m <= NEAR_TIE * min(medians.values())]
+    # misrank two strategies within noise of each other. The noise rule's paired rounds (alternating
+    # order, the median of each) replace their first-look medians.
+    finalists = sorted((n for n, m in medians.items() if m <= NEAR_TIE * min(medians.values())),
+                       key=medians.get)[:MAX_FINALISTS]
     left = budget - (time.perf_counter() - t0)
-    if len(finalists) > 1 and left > 0.02 * len(finalists):
-        finalists.reverse()  # in the other order, so a slow moment lands on a different strategy
-        again, _noisy, _over = _time_strategies(finalists, x, weight, bias, dim, training, left, ordered=True)
-        medians.update({n: min(medians[n], m) for n, m in again.items()})
+    rounds, spread = 0, 0.0
+    if len(finalists) > 1 and left > 0:
+        calls = _calls(finalists, x, weight, bias, dim, training)
+        cmp = noise.compare(calls, rounds=3, max_rounds=7, max_time=left,
+                            min_run_time=min(0.01, left / (6 * len(finalists)) + 1e-3))
+        medians.update({n: cmp.median(n) for n in finalists})
+        rounds = len(cmp.rounds[finalists[0]])
+        lead = min(finalists, key=cmp.median)
+        spread = max((cmp.ratio(n, lead).spread for n in finalists if n != lead), default=0.0)
     best = min(medians, key=medians.get)
-    choice = Choice(key, best, medians, skipped, time.perf_counter() - t0, noisy)
+    choice = Choice(key, best, medians, skipped, time.perf_counter() - t0, noisy,
+                    _busy(spread, len(noisy), len(medians)), rounds)
     if strategies is None:
         _CACHE[key] = _EXACT[exact] = choice
     return choice
@@ -526,7 +605,9 @@ class GroupedLinear(nn.Module):
         self._strategy = _check_strategy(strategy)
         self._choices: dict[tuple, Choice] = {}
         kw = {"device": device, "dtype": dtype}
-        self.weight = nn.Parameter(torch.empty(groups, out_features, in_features, **kw))
+        # Shape (G, out, in) like G nn.Linears; memory (G, in, out), the GEMM's B operand (see the module
+        # docstring): `weight.transpose(1, 2)` is then contiguous, and `to()`/`load_state_dict` keep it so.
+        self.weight = nn.Parameter(torch.empty(groups, in_features, out_features, **kw).transpose(1, 2))
         self.bias = nn.Parameter(torch.empty(groups, out_features, **kw)) if bias else None
         self.reset_parameters()
 
@@ -534,9 +615,11 @@ class GroupedLinear(nn.Module):
     def reset_parameters(self) -> None:
         """nn.Linear's initialisation, group by group (weight then bias, as G Linears would draw them)."""
         bound = 1 / math.sqrt(self.in_features)
+        one = torch.empty(self.out_features, self.in_features, device=self.weight.device, dtype=self.weight.dtype)
         with torch.no_grad():
-            for g in range(self.groups):
-                nn.init.kaiming_uniform_(self.weight[g], a=math.sqrt(5))
+            for g in range(self.groups):  # drawn into an (out, in) Linear-shaped buffer: the same numbers
+                nn.init.kaiming_uniform_(one, a=math.sqrt(5))  # as nn.Linear whatever the memory layout
+                self.weight[g].copy_(one)
                 if self.bias is not None:
                     nn.init.uniform_(self.bias[g], -bound, bound)
 
@@ -649,9 +732,10 @@ class GroupedLinear(nn.Module):
         if self._strategy != AUTO:
             return self._strategy
         if _is_compiling():
-            return next((c.strategy for c in self._choices.values()), FALLBACK)
+            return _traceable(next((c.strategy for c in self._choices.values()), FALLBACK), x.device.type)
         choice = tune(x, self.weight, self.bias, self.dim)
-        self._choices[choice.key] = choice
+        if x.device.type != "meta":  # a trace on meta times nothing: nothing to explain
+            self._choices[choice.key] = choice
         return choice.strategy
 
     def _check_input(self, x: torch.Tensor) -> None:
