@@ -20,9 +20,9 @@ import math
 import torch
 import torch.nn as nn
 
-from . import memory, results, roofline, timing, transfers
+from . import memory, noise, results, roofline, timing, transfers
 from . import device as _device
-from .display import text_table
+from .display import html_table, text_table
 from .grading import Verdict, analyse_reader, call_for_tensor, call_reader, rel_error
 from .lesson import Lesson, Param, Variant
 from .syncs import syncs
@@ -150,6 +150,24 @@ def seed_example1_timings(device=None, size=None, num_iterations: int = 10, min_
            "kept on device": _measure(kept_on_device_loop, gpu_tensor, num_iterations, label="kept on device",
                                       min_run_time=min_run_time)}
     return out
+
+
+def seed_example1_verdict(device=None, size=None, num_iterations: int = 10, max_time: float = 8.0):
+    """(Comparison, sentence): the posted loop against the kept-on-device one in paired rounds (the
+    noise rule), on a GPU; on a CPU both sum the same tensor, so there is nothing to conclude."""
+    dev = _device.pick(device)
+    if dev.type != "cuda":
+        return None, ("On a CPU both loops sum the same tensor (no copy exists), so timing them says nothing about "
+                      "the claim: the copy's cost is the model's figure above, labelled model.")
+    size = size or SEED_EXAMPLE1["size"]
+    _device.check_fits(3 * 4 * math.prod(size), dev, "seed example 1")
+    cpu_tensor = torch.rand(size)
+    gpu_tensor = cpu_tensor.to(dev)
+    cmp = noise.compare({"as posted": lambda: posted_transfer_loop(cpu_tensor, num_iterations, dev),
+                         "kept on device": lambda: kept_on_device_loop(gpu_tensor, num_iterations)},
+                        pairs=[("as posted", "kept on device")], max_time=max_time)
+    return cmp, cmp.say("as posted", "kept on device", "measured here: the posted loop takes {r:.0f}× as long as "
+                        "the loop that keeps its data on the GPU (median of paired rounds, {low:.0f}–{high:.0f}×)")
 
 
 # === 2 · Python loops vs vector ops (seed example 2) ============================================
@@ -339,6 +357,36 @@ def growth_exponent(ns, values) -> float:
     return math.log(values[-1] / values[-2]) / math.log(ns[-1] / ns[-2])
 
 
+def cat_verdict(device=None, max_time: float = 6.0):
+    """(Comparison, sentence) at the default shape: the three strategies in paired rounds (the noise
+    rule); the sentence states only what the rounds decide. The last round's timings are in `cmp.timings`."""
+    dev = _device.pick(device)
+    p = CAT_LESSON.defaults(dev)
+    CAT_LESSON.check(p, dev, torch.float32)
+    pieces = cat_inputs(p, dev, torch.float32)
+    cmp = noise.compare({v.name: (lambda fn=v.fn: fn(*pieces)) for v in CAT_LESSON.variants}, max_time=max_time,
+                        pairs=[("cat in a loop", "cat once"), ("preallocate + fill", "cat once")])
+    loop = cmp.say("cat in a loop", "cat once", "cat once is {r:.0f}× faster than cat in a loop",
+                   tie="cat once and cat in a loop take the same time (within 5%)")
+    fill = cmp.say("preallocate + fill", "cat once", "pre-allocate + fill takes {r:.1f}× the time of cat once",
+                   tie="pre-allocate + fill takes the same time as cat once (within 5%)")
+    return cmp, f"here, at {p['pieces']} pieces ({len(cmp.rounds['cat once'])} paired rounds): {loop}; {fill}"
+
+
+def cat_exponent(device=None, ns=(128, 256), max_time: float = 5.0) -> noise.Estimate:
+    """The loop's measured time exponent between the last two piece counts, repeated until the values
+    agree (noise.settle): 2 when its copies dominate, lower while the per-op overhead does."""
+    dev = _device.pick(device)
+    inputs = {n: cat_inputs({**CAT_LESSON.defaults(dev), "pieces": n}, dev, torch.float32) for n in ns}
+
+    def once() -> float:
+        times = [timing.measure(cat_in_a_loop, *inputs[n], min_run_time=0.02, warmup=1, min_samples=3).median
+                 for n in ns]
+        return growth_exponent(list(ns), times)
+
+    return noise.settle(once, abs_tol=0.15, max_time=max_time)
+
+
 def cat_explorer(device=None) -> Explorer:
     return Explorer(CAT_LESSON, device)
 
@@ -447,6 +495,60 @@ def inplace_timings(device=None, n: int | None = None, min_run_time: float = 0.1
     calls = {"a + b (new output)": (out_of_place, a, b), "torch.add(a, b, out=buf)": (into_buffer, a, b, buf),
              "a.add_(b) (in place)": (in_place, a, b)}
     return {name: _measure(fn, *args, label=name, min_run_time=min_run_time) for name, (fn, *args) in calls.items()}
+
+
+def inplace_cause(device=None, n: int | None = None, max_time: float = 6.0):
+    """Why a.add_(b) beats torch.add(a, b, out=buf) on a CPU although the op reads and writes the same bytes.
+
+    Five calls in paired rounds (the noise rule): a fresh output (the allocation's cost); the in-place method; the same add written over its own
+    input with out=a (is it the method, or where the result goes?); the add into a separate buffer; and a
+    copy into that buffer (reads one array, writes one). A CPU cache is write-allocate: storing to a line
+    it does not hold first reads that line from memory (unless the store is streamed), so a separate
+    destination adds one array of reads; writing over an input that was just read does not. If that is
+    the cause, out=buf costs ~4/3 of in-place (4 arrays of traffic against 3) and the copy costs about the
+    in-place add (3 against 3) although it moves two thirds of the useful bytes. Returns (Comparison,
+    sentences)."""
+    dev = _device.pick(device)
+    n = n or (1 << 26 if dev.type == "cuda" else 1 << 22)
+    _device.check_fits(4 * 3 * n, dev, "the in-place comparison")
+    a, b, buf = torch.rand(n, device=dev), torch.rand(n, device=dev), torch.empty(n, device=dev)
+    fns = {"a + b (new output)": lambda: a + b, "a.add_(b)": lambda: a.add_(b),
+           "torch.add(a, b, out=a)": lambda: torch.add(a, b, out=a),
+           "torch.add(a, b, out=buf)": lambda: torch.add(a, b, out=buf), "buf.copy_(a)": lambda: buf.copy_(a)}
+    pairs = [("torch.add(a, b, out=a)", "a.add_(b)"), ("torch.add(a, b, out=buf)", "torch.add(a, b, out=a)"),
+             ("buf.copy_(a)", "a.add_(b)"), ("a + b (new output)", "torch.add(a, b, out=buf)")]
+    cmp = noise.compare(fns, pairs=pairs, min_run_time=0.03, max_time=max_time)
+    mib = _device.fmt_bytes(4 * n)
+    lines = [f"{len(cmp.rounds['a.add_(b)'])} paired rounds, {mib} per array, {dev.type}:",
+             "- " + cmp.say(*pairs[3], "a fresh output each call (a + b) takes {r:.2f}× adding into a reused buffer: "
+                            "the allocation's cost" + (" (a large fresh block comes from the operating system and "
+                                                       "page-faults on first touch)" if dev.type == "cpu" else ""),
+                            tie="a fresh output each call (a + b) costs the same as a reused buffer (within 5%)"),
+             "- " + cmp.say(*pairs[0], "the same add written over its own input (out=a) takes {r:.2f}× a.add_(b)",
+                            tie="the same add written over its own input (out=a) is as fast as a.add_(b) (within 5%): "
+                                "the method is not the difference, where the result goes is"),
+             "- " + cmp.say(*pairs[1], "writing the result into a separate buffer (out=buf) takes {r:.2f}× writing it "
+                            "over an input (out=a), for the same bytes read and written by the op",
+                            tie="writing into a separate buffer costs the same as writing over an input (within 5%)"),
+             "- " + cmp.say(*pairs[2], "a copy into that buffer (reads 1 array, writes 1) takes {r:.2f}× the in-place "
+                            "add (reads 2, writes 1)",
+                            tie="a copy into that buffer (reads 1 array, writes 1) takes as long as the in-place add "
+                                "(reads 2, writes 1)")]
+    return cmp, "\n".join(lines)
+
+
+def inplace_reading(cmp) -> str:
+    """What the four ratios of `inplace_cause` say about the cause, only from what they decided."""
+    r_sep, r_copy = cmp.ratio("torch.add(a, b, out=buf)", "torch.add(a, b, out=a)"), cmp.ratio("buf.copy_(a)", "a.add_(b)")
+    if not (r_sep.decided and r_copy.decided):
+        return "The cause is " + noise.NOT_DECIDED.format(spread=min(max(r_sep.spread, r_copy.spread), 99.99))
+    if r_sep.faster == "torch.add(a, b, out=a)" and r_copy.median > 0.85:
+        return ("Read together: a separate destination costs about one more array of memory traffic than the op's "
+                "own reads and writes, as write-allocate predicts (4/3 ≈ 1.33× when memory-bound; more where the "
+                "buffer's lines must also be evicted from cache). In-place saves that traffic and the allocation, "
+                "not the op's bytes.")
+    return ("Here a separate destination costs no more than writing over an input: the in-place advantage measured "
+            "above is the allocation, not memory traffic.")
 
 
 def version_counter_error() -> str:
@@ -560,18 +662,21 @@ def layout_inputs(device=None, batch: int | None = None, size: int | None = None
 
 
 def layout_strides(batch: int = 2, size: int = 8) -> str:
-    """What channels_last is: the same shape, other strides; the output follows the input's layout."""
-    model = convnet(4)
+    """What channels_last is: the same shape, other strides. A convolution's output is channels_last when its
+    input or its weight is: cudnn_conv_suggest_memory_format (ATen's ConvUtils.h) on CUDA, and the same rule
+    on this CPU's backends (_determine_backend_memory_format), shown by the strides below."""
     x = torch.randn(batch, 3, size, size)
+    cl = torch.channels_last
     lines = []
-    for name, fmt in (("contiguous (NCHW)", torch.contiguous_format), ("channels_last (NHWC)", torch.channels_last)):
-        m = convnet(4).to(memory_format=fmt)
-        xi = x.contiguous(memory_format=fmt)
+    for name, x_cl, w_cl in (("contiguous (NCHW)", False, False), ("channels_last (NHWC)", True, True),
+                             ("input NHWC, weight NCHW", True, False), ("input NCHW, weight NHWC", False, True)):
+        m = convnet(4).to(memory_format=cl) if w_cl else convnet(4)
+        xi = x.contiguous(memory_format=cl) if x_cl else x
         y = m(xi)
-        lines.append(f"{name:22s} input shape {tuple(xi.shape)} strides {xi.stride()}; output strides {y.stride()}")
-    ref = model.double()(x.double())
-    err = rel_error(convnet(4).to(memory_format=torch.channels_last)(x.contiguous(memory_format=torch.channels_last)),
-                    ref)
+        out = "channels_last" if y.is_contiguous(memory_format=cl) and not y.is_contiguous() else "NCHW"
+        lines.append(f"{name:24s} input strides {xi.stride()}; output strides {y.stride()} ({out})")
+    ref = convnet(4).double()(x.double())
+    err = rel_error(convnet(4).to(memory_format=cl)(x.contiguous(memory_format=cl)), ref)
     lines.append(f"channels_last output vs float64 NCHW reference: {'✓' if err < 1e-5 else '✗'} (within 1e-5)")
     return "\n".join(lines)
 
@@ -588,6 +693,45 @@ def layout_timings(device=None, dtype=torch.float32, min_run_time: float = 0.1, 
     return out
 
 
+def grad_mode_verdict(device=None, batch: int | None = None, width: int = 512, depth: int = 3,
+                      max_time: float = 5.0):
+    """(Comparison, sentence): a forward with autograd against inference_mode, paired rounds."""
+    dev = _device.pick(device)
+    batch = batch or (4096 if dev.type == "cuda" else 64)
+    model = mlp(width, depth).to(dev)
+    x = torch.randn(batch, width, device=dev)
+    cmp = noise.compare({name: (lambda fn=fn: fn(model, x)) for name, fn in GRAD_MODES.items()},
+                        pairs=[("with autograd", "inference_mode")], max_time=max_time)
+    return cmp, cmp.say("with autograd", "inference_mode",
+                        "here inference_mode is {r:.2f}× the speed of a forward with autograd: skipping autograd's "
+                        "bookkeeping saves a measurable share of the time at this size",
+                        tie="here inference_mode and a forward with autograd take the same time (within 5%): next "
+                            "to the matmuls, autograd's bookkeeping is small at this size")
+
+
+def layout_verdict(device=None, dtype=torch.float32, max_time: float = 5.0, **kw):
+    """(Comparison, sentence): the small convnet's forward in NCHW against channels_last, paired rounds."""
+    dev = _device.pick(device)
+    x = layout_inputs(dev, dtype=dtype, **kw)
+    fns = {}
+    for name, fmt in (("contiguous NCHW", torch.contiguous_format), ("channels_last", torch.channels_last)):
+        m, xi = convnet().to(dev, dtype).to(memory_format=fmt), x.contiguous(memory_format=fmt)
+        fns[name] = lambda m=m, xi=xi: _no_grad_call(m, xi)
+    cmp = noise.compare(fns, pairs=[("contiguous NCHW", "channels_last")], max_time=max_time)
+    r = cmp.ratio("contiguous NCHW", "channels_last")
+    word = {"channels_last": "channels_last wins: the seed's 'channel-first helps' does not hold on this device",
+            "contiguous NCHW": "NCHW wins for this network on this device: the seed's advice holds here; on GPUs "
+                               "with tensor cores, measure in float16/bfloat16 before trusting it"}
+    return cmp, r.say("here channels_last runs at {r:.2f}× NCHW's speed: " + word.get(r.faster or "", ""),
+                      tie="here neither layout wins (within 5%): channel-first gives no advantage on this device "
+                          "either")
+
+
+def _no_grad_call(m, x):
+    with torch.no_grad():
+        return m(x)
+
+
 # === summary =======================================================================================
 
 CLAIMS = [
@@ -600,7 +744,8 @@ CLAIMS = [
     ("cat in a loop reallocates: pre-allocate with empty and fill", "holds with a condition",
      "collect the pieces, then one torch.cat; pre-allocate only when pieces arrive one by one"),
     ("In-place ops avoid copies", "half right",
-     "they save an allocation, not bandwidth; autograd may refuse them; they can change the caller's data"),
+     "the op reads and writes the same bytes; in place saves the allocation and the traffic of a separate output "
+     "(measured in section 4); autograd may refuse them; they can change the caller's data"),
     ("no_grad decreases time and memory", "holds for memory; time: depends on op size",
      "use inference_mode for inference: no saved tensors, less bookkeeping"),
     ("torch.matmul beats loops; bmm is better still for batches", "holds, with an exception",
@@ -610,13 +755,14 @@ CLAIMS = [
 TESTED_ELSEWHERE = {CLAIMS[6][0]: "lesson 01 (broadcast matmul slower than a loop; einsum and bmm fast)"}
 
 
-def summary_table(evidence: dict[str, str] | None = None) -> str:
-    """The seed's claims, our verdicts, and (from the notebook's own cells) the evidence beside each."""
+def summary_table(evidence: dict[str, str] | None = None):
+    """The seed's claims, our verdicts, and (from the notebook's own cells) the evidence beside each: an HTML
+    table in a notebook (it wraps cell by cell at JupyterLab's default width), fixed-width text when printed."""
     evidence = evidence or {}
     rows = [("claim (seed 001)", "verdict", "corrected rule", "evidence here")]
     for claim, verdict, rule in CLAIMS:
         rows.append((claim, verdict, rule, evidence.get(claim, TESTED_ELSEWHERE.get(claim, "-"))))
-    return text_table(rows)
+    return html_table(rows)
 
 
 # === recorded results ==============================================================================
@@ -793,4 +939,6 @@ __all__ = ["KEY", "CAT_LESSON", "transfer_lesson", "posted_transfer_loop", "copy
            "cat_bytes_table", "growth_exponent", "cat_explorer", "explorer", "transfer_explorer", "inplace_traces",
            "inplace_timings", "version_counter_error", "expanded_write_error", "normalise_in_place", "aliasing_demo",
            "saved_bytes", "grad_mode_timings", "grad_modes_agree", "layout_strides", "layout_timings",
-           "summary_table", "CLAIMS", "record", "targets", "exercise_starter", "check_exercise"]
+           "summary_table", "CLAIMS", "record", "targets", "exercise_starter", "check_exercise",
+           "seed_example1_verdict", "cat_verdict", "cat_exponent", "inplace_cause", "inplace_reading",
+           "grad_mode_verdict", "layout_verdict"]

@@ -5,8 +5,10 @@ harness (`timing.measure`), from a pinned (page-locked) or a pageable host buffe
 its bandwidth. `pin_then_copy` times what a reader often writes instead, `t.pin_memory().to(dev,
 non_blocking=True)`: the pin is itself a host copy, so on a fresh tensor it can be *slower* than
 a plain `.to(dev)` (PyTorch's tutorial "A guide on good usage of non_blocking and pin_memory()"
-shows this). Pinning pays when the pinned buffer is reused: a DataLoader with `pin_memory=True`
-pins in its worker thread, and the copy from an already pinned buffer is what runs in the loop.
+shows this). Pinning pays when the pinned buffer is reused, or when it is done off the loop's path:
+a DataLoader with `pin_memory=True` and `num_workers > 0` pins in a thread of the main process
+(`_pin_memory_loop`), while the loop copies the previous batch; with `num_workers=0` it pins inline,
+in the loop; a worker process never pins (torch/utils/data/dataloader.py).
 
 `model(name)` gives the host link of named GPUs from NVIDIA's datasheets. Every figure from it
 is a MODEL: a datasheet peak per direction, not a measurement; say so wherever it is shown.
@@ -28,7 +30,8 @@ from .device import check_fits, fmt_bytes, has_cuda
 #   A100 datasheet: PCIe Gen4 64 GB/s; NVLink 600 GB/s (SXM, GPU to GPU).
 #   H100 datasheet: PCIe Gen5 128 GB/s; NVLink 900 GB/s (SXM) or 600 GB/s (PCIe card, NVLink bridge).
 #   H200 datasheet: PCIe Gen5 128 GB/s; NVLink 900 GB/s.
-# The host<->GPU path is PCIe on all of these (x86 hosts); NVLink joins GPUs to each other.
+# The host<->GPU path is PCIe on all of these in x86 hosts; NVLink joins GPUs to each other. NVLink to the
+# CPU exists only on some non-x86 hosts (IBM POWER8/POWER9 with P100/V100; NVIDIA Grace, NVLink-C2C): not modelled.
 LINKS = {  # name: (PCIe both directions GB/s, PCIe generation, NVLink both directions GB/s or None)
     "T4": (32, "Gen3 x16", None),
     "L4": (64, "Gen4 x16", None),

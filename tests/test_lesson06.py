@@ -176,13 +176,26 @@ def test_at_256_pieces_cat_once_moves_at_most_2_over_n_of_the_bytes():
         (n + 1, n + 1, 1)
 
 
-def test_at_256_pieces_cat_once_is_10x_faster_on_this_cpu():
-    """Issue bar (CPU): >= 10x. The trace says 128x fewer bytes and 257x fewer ops; measured ~60x here."""
-    if torch.cuda.is_available():
-        pytest.skip("the CPU bar")
-    run = L.CAT_LESSON.run(L.CAT_LESSON.defaults("cpu"), "cpu", variants=["cat in a loop", "cat once"],
-                           min_run_time=0.1)
-    assert run.timings["cat in a loop"].median >= 10 * run.timings["cat once"].median
+# The CPU speed bar (cat once >= 10x faster at 256 pieces) is a recorded target (L.targets, `record`), not a
+# unit test: a unit test must not depend on how busy the machine is.
+
+
+def test_cat_verdict_says_only_what_its_rounds_decide(one_thread, monkeypatch):
+    from lessons_lib import noise
+
+    monkeypatch.setattr(L.CAT_LESSON, "defaults", lambda dev: {"pieces": 8, "rows": 2, "cols": 4})
+    cmp, said = L.cat_verdict("cpu", max_time=0.5)
+    assert set(cmp.names) == {"cat in a loop", "preallocate + fill", "cat once"}
+    decided = [cmp.ratio(num, "cat once").decided for num in ("cat in a loop", "preallocate + fill")]
+    assert said.count("not decided on this run") == decided.count(False)
+    assert len(cmp.rounds["cat once"]) >= noise.MIN_ROUNDS
+
+
+def test_cat_exponent_is_an_estimate_that_can_say_not_decided(one_thread):
+    est = L.cat_exponent("cpu", ns=(4, 8), max_time=0.5)
+    assert len(est.values) >= 3
+    text = est.say("{v:.2f}")
+    assert text == L.noise.NOT_DECIDED.format(spread=min(est.spread, 99.99)) if not est.decided else float(text) > 0
 
 
 def test_cat_explorer_refuses_bad_and_huge_shapes_before_allocating(monkeypatch):
@@ -240,6 +253,22 @@ def test_inplace_timings_plumbing(one_thread):
 # --- 5 · no_grad / inference_mode ---------------------------------------------------------------------
 
 
+def test_inplace_cause_pairs_the_right_calls_and_reads_only_decided_ratios(one_thread):
+    cmp, said = L.inplace_cause("cpu", n=1 << 12, max_time=0.5)
+    assert cmp.names == ["a + b (new output)", "a.add_(b)", "torch.add(a, b, out=a)", "torch.add(a, b, out=buf)",
+                         "buf.copy_(a)"]
+    assert len(said.splitlines()) == 5 and "paired rounds" in said.splitlines()[0]
+    reading = L.inplace_reading(cmp)
+    decided = cmp.ratio("torch.add(a, b, out=buf)", "torch.add(a, b, out=a)").decided and \
+        cmp.ratio("buf.copy_(a)", "a.add_(b)").decided
+    assert ("not decided" in reading) == (not decided)
+
+
+def test_the_in_place_claim_no_longer_says_not_bandwidth():
+    rule = dict((c[0], c[2]) for c in L.CLAIMS)["In-place ops avoid copies"]
+    assert "not bandwidth" not in rule and "same bytes" in rule
+
+
 def test_no_grad_and_inference_mode_save_nothing_for_backward():
     b, w, d = 256, 512, 3
     saved = L.saved_bytes(b, w, d)
@@ -259,19 +288,43 @@ def test_channels_last_is_the_same_shape_with_other_strides_and_the_same_values(
     assert "strides (192, 1, 24, 3)" in text and "output strides (512, 1, 64, 8)" in text and "✓" in text
 
 
+def test_a_convolution_output_is_channels_last_when_its_input_or_its_weight_is():
+    # ATen: cudnn_conv_suggest_memory_format (ConvUtils.h) on CUDA; the CPU backends follow the same rule
+    rows = {line[:24].strip(): line for line in L.layout_strides().splitlines()[:4]}
+    assert rows["contiguous (NCHW)"].endswith("(NCHW)")
+    for name in ("channels_last (NHWC)", "input NHWC, weight NCHW", "input NCHW, weight NHWC"):
+        assert rows[name].endswith("(channels_last)"), rows[name]
+
+
+def test_grad_mode_and_layout_verdicts_go_through_the_noise_rule(one_thread):
+    cmp, said = L.grad_mode_verdict("cpu", batch=2, width=8, depth=1, max_time=0.5)
+    r = cmp.ratio("with autograd", "inference_mode")
+    assert ("not decided on this run" in said) == (not r.decided)
+    cmp, said = L.layout_verdict("cpu", batch=1, size=8, max_time=0.5)
+    r = cmp.ratio("contiguous NCHW", "channels_last")
+    assert ("not decided on this run" in said) == (not r.decided)
+
+
+def test_seed_example1_is_not_timed_on_a_cpu():
+    cmp, said = L.seed_example1_verdict("cpu")
+    assert cmp is None and "model" in said
+
+
 def test_layout_timings_plumbing(one_thread):
     t = L.layout_timings("cpu", batch=1, size=8, min_run_time=0.01)
     assert list(t) == ["contiguous NCHW", "channels_last"]
 
 
 def test_a_claim_another_lesson_tests_points_there():
-    table = L.summary_table({})
+    table = str(L.summary_table({}))
     assert "torch.matmul" in table and "lesson 01" in table
 
 
-def test_summary_table_has_every_claim_and_its_evidence():
+def test_summary_table_has_every_claim_and_its_evidence_and_renders_as_html():
     table = L.summary_table({L.CLAIMS[0][0]: "59x in the model"})
-    assert all(c[0] in table for c in L.CLAIMS) and "59x in the model" in table
+    assert all(c[0] in str(table) for c in L.CLAIMS) and "59x in the model" in str(table)
+    html = table._repr_html_()
+    assert html.startswith("<table>") and html.count("<tr>") == len(L.CLAIMS) + 1
 
 
 # --- exercise -------------------------------------------------------------------------------------------
@@ -399,3 +452,7 @@ def test_cuda_branches_run_under_the_simulated_gpu(one_thread, monkeypatch):
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+    cmp, said = L.seed_example1_verdict("cuda", size=(16, 16), num_iterations=2, max_time=0.5)
+    assert cmp.names == ["as posted", "kept on device"] and ("posted loop" in said or "not decided" in said)
+    cmp, said = L.layout_verdict("cuda", batch=1, size=8, max_time=0.5)
+    assert ("not decided" in said) == (not cmp.ratio("contiguous NCHW", "channels_last").decided)
