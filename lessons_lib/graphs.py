@@ -53,6 +53,8 @@ KINDS = {
                   "log outside the captured region, or keep the value on the device"),
     "data-dependent shape": (FAILS, "the output size depends on the data, so the host must wait to learn it",
                              "keep shapes fixed: torch.where / masked_fill / multiply by the mask"),
+    "mask to indices": (FAILS, "a boolean mask is turned into indices (nonzero): the host waits to learn how many",
+                        "multiply by the mask, or use torch.where / masked_fill (x[mask] = scalar is fine)"),
     "host↔device copy": (FAILS, "a copy between host memory and the device inside the function (a blocking "
                          "copy is a sync)", "make such tensors once, outside, on the device (or with device=); pass them in"),
     "device sync": (FAILS, "a synchronize inside the captured region: capture refuses it",
@@ -388,8 +390,10 @@ def _one_call(fn, args, kwargs) -> tuple[list[Hazard], list[tuple], str]:
             contextlib.redirect_stdout(io.StringIO()):
         found = host_syncs(run)  # what the function prints is not shown: it is checked, not run for output
     for s in found:
-        kind = "data-dependent shape" if any(k in s.what for k in _SHAPE_OPS) else "host sync"
-        hazards.append(Hazard(kind, s.what, s.where, s.why if "syncs on CUDA" in s.why else ""))
+        kind = "data-dependent shape" if any(k in s.what for k in _SHAPE_OPS) else \
+            "mask to indices" if "(bool mask)" in s.what else "host sync"
+        detail = s.why.split("; ")[-1] if "syncs on CUDA" in s.why and kind == "host sync" else ""
+        hazards.append(Hazard(kind, s.what, s.where, detail))
     return hazards, watch.ops, error[0]
 
 

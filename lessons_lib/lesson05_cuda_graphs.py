@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from . import graphs, grading, launch_queue, plots, results, roofline, timing
+from . import graphs, grading, launch_queue, noise, plots, results, roofline, timing
 from . import device as _device
 from .display import text_table
 from .grading import Verdict
@@ -120,8 +120,10 @@ LESSON = Lesson(
 
 
 def step_kernels(params: dict, kind: str = "PseudoLinear", dtype=torch.float32) -> list[tuple[str, int, int]]:
-    """(op, FLOPs, bytes) of every op that launches a kernel in one training step, from its trace
-    on meta (nothing allocated)."""
+    """(op, FLOPs, bytes) of every aten op that does work in one training step, from its trace on meta
+    (nothing allocated). These are ops, not kernels: on CUDA each launches at least one kernel, and some
+    more (select_backward is a zero fill and a copy: two). The launch model counts one kernel per op,
+    so it under-counts launches."""
     full = LESSON.check(params, "cpu", dtype, memory=False)
     x, w, b, g = on_meta(*make_inputs(full, torch.device("meta"), dtype))
     if kind == "Linear":
@@ -134,10 +136,34 @@ def step_kernels(params: dict, kind: str = "PseudoLinear", dtype=torch.float32) 
     return [(op.name, op.flops, op.accessed_bytes) for op in t.compute_ops]
 
 
+# ops that launch more than one CUDA kernel (checked with torch.profiler on 2.13: select_backward calls
+# zeros -> fill_ and copy_); the rest launch one, as far as the course has checked.
+MULTI_KERNEL_OPS = {"select_backward": 2}
+
+
+def kernels_at_least(ops: list[tuple]) -> int:
+    """A lower bound on the CUDA kernels these ops launch."""
+    return sum(MULTI_KERNEL_OPS.get(name, 1) for name, *_ in ops)
+
+
+_DISPATCH: dict = {}
+
+
+def dispatch_estimate() -> noise.Estimate:
+    """This host's cost of one tiny eager op (torch.add of one-element tensors, the harness's median),
+    re-measured until the rounds agree (noise.settle); cached. The model's only measured input."""
+    if "cpu" not in _DISPATCH:
+        one = torch.ones(1)
+        _DISPATCH["cpu"] = noise.settle(
+            lambda: timing.measure(torch.add, one, one, label="per-op overhead", min_run_time=0.05, max_time=1.0).median,
+            rounds=3, max_rounds=7, max_time=3.0)
+    return _DISPATCH["cpu"]
+
+
 def host_dispatch() -> float:
-    """Seconds PyTorch spends on one eager op on this host: lesson 04's measurement (roofline.overhead
-    on the CPU; on a GPU host the launch comes on top, from the model)."""
-    return roofline.overhead("cpu")
+    """Seconds PyTorch spends on one eager op on this host (the median of `dispatch_estimate`; on a GPU
+    host the launch comes on top, from the model)."""
+    return dispatch_estimate().median
 
 
 @dataclass
@@ -164,7 +190,7 @@ class ModelStep:
 
     def __str__(self) -> str:
         return (f"model ({self.gpu} datasheet, {fmt_time(self.dispatch)} dispatch per op measured here): "
-                f"{self.kind} step at {_shape(self.params)}, {len(self.kernels)} kernels: eager "
+                f"{self.kind} step at {_shape(self.params)}, {len(self.kernels)} ops (one kernel each in the model): eager "
                 f"{fmt_time(self.eager_s)}, graphed {fmt_time(self.graphed_s)} per step "
                 f"(predicted {self.speedup:.2f}×)")
 
@@ -271,6 +297,17 @@ def fit_to_reported(batch: int = MODEL_BATCH, dispatch: float | None = None) -> 
     return out
 
 
+def closest_preset() -> tuple[str | None, str]:
+    """(preset, sentence): the preset whose model curve lies closest to the thread's, stated only when it is
+    the same at both ends of the measured dispatch's spread (the noise rule); (None, not decided) otherwise."""
+    est = dispatch_estimate()
+    best = {min(f, key=f.get) for f in (fit_to_reported(dispatch=d) for d in (est.low, est.median, est.high))}
+    if len(best) == 1 and est.decided:
+        name = best.pop()
+        return name, f"closest to the reported curves with this host's dispatch: {name} (a comparison, not evidence)"
+    return None, "closest preset: " + est.not_decided()
+
+
 def model_vs_reported_table(gpu: str = "T4", batch: int = MODEL_BATCH, dispatch: float | None = None) -> str:
     widths, series = model_vs_reported(gpu, batch, dispatch=dispatch)
     rows = [("width", *series)]
@@ -342,21 +379,47 @@ def graphs_speedup_figure(gpu: str = "T4", batch: int = MODEL_BATCH, dispatch: f
     return fig
 
 
+def _regime(speedup: float) -> str:
+    if speedup > 1.5:
+        return ("Here the host sets the pace: the GPU idles between kernels, and one graph launch removes most of the "
+                "host's cost.")
+    if speedup < 1.1:
+        return "Here the kernels set the pace: the host is ahead, and a graph changes little."
+    return "Here host and kernels take comparable time: a graph helps, modestly."
+
+
 def model_summary(params: dict, gpu: str = "T4", dispatch: float | None = None) -> str:
-    """What the model says at `params`, in words that follow its numbers."""
+    """What the model says at `params`, in words that follow its numbers. With the measured dispatch
+    (dispatch=None) the regime is stated only if it is the same at both ends of the measurement's
+    inter-quartile range (the noise rule); a given dispatch is taken as exact."""
     m = model_step(params, gpu, dispatch=dispatch)
     busy = sum(t for _n, t in m.kernels)
     lines = [str(m),
-             f"The {len(m.kernels)} kernels keep the GPU busy for {fmt_time(busy)} a step; eager, the host needs "
-             f"{fmt_time(len(m.kernels) * (m.dispatch + launch_queue.KERNEL_LAUNCH))} to issue them."]
-    if m.speedup > 1.5:
-        lines.append("Here the host sets the pace: the GPU idles between kernels, and one graph launch removes most "
-                     "of the host's cost.")
-    elif m.speedup < 1.1:
-        lines.append("Here the kernels set the pace: the host is ahead, and a graph changes little.")
+             f"The kernels of its {len(m.kernels)} ops keep the GPU busy for {fmt_time(busy)} a step; eager, the host "
+             f"needs {fmt_time(len(m.kernels) * (m.dispatch + launch_queue.KERNEL_LAUNCH))} to issue them."]
+    if dispatch is None:
+        est = dispatch_estimate()
+        ends = {_regime(model_step(params, gpu, dispatch=d).speedup) for d in (est.low, est.high)}
+        lines.append(ends.pop() if len(ends) == 1 and est.decided else
+                     "Which regime: " + est.not_decided() + " (the measured dispatch spans more than one regime)")
     else:
-        lines.append("Here host and kernels take comparable time: a graph helps, modestly.")
+        lines.append(_regime(m.speedup))
     return "\n".join(lines)
+
+
+def widths_above_cap(gpu: str = "T4") -> str:
+    """Where the thread's reported rise from graphs exceeds the model's cap, with the measured dispatch's
+    spread: stated only when both ends of its inter-quartile range give the same widths (the noise rule)."""
+    est = dispatch_estimate()
+    reported = graph_gain(gpu, dispatch=est.median)["reported"]
+    found = [tuple(w for w, g in zip(REPORTED_WIDTHS, reported) if g > graph_gain_cap(d, gpu))
+             for d in (est.low, est.median, est.high)]
+    caps = [graph_gain_cap(d, gpu) for d in (est.low, est.high)]
+    if not est.decided or found[0] != found[2]:
+        return f"the model's cap on any step's gain from graphs: ×{caps[0]:.2f} to ×{caps[1]:.2f}; " + est.not_decided()
+    return (f"the model's cap on any step's gain from graphs, with this host's dispatch: ×{graph_gain_cap(est.median, gpu):.2f}"
+            f" (×{caps[0]:.2f} to ×{caps[1]:.2f} over the measurement's spread); reported rises above it at "
+            f"width(s): {', '.join(map(str, found[1])) or 'none'}")
 
 
 # --- capture safety: a catalogue of functions known to be safe or unsafe ---------------------------
@@ -548,7 +611,7 @@ def _with_lr(x, _w):
     return (x, 0.1)
 
 
-_NOTES = "PyTorch's CUDA Graphs notes (docs/source/notes/cuda.rst)"
+_NOTES = "CUDA Graphs notes, cuda.rst"  # PyTorch's docs/source/notes/cuda.rst
 CATALOGUE = [
     Entry("matmul + relu", mlp, _xy, "safe", source="kernels only"),
     Entry("torch.where instead of a branch", leaky, _xy, "safe", source="kernels only"),
@@ -587,7 +650,7 @@ CATALOGUE = [
     Entry("Adam built without capturable=True", adam_step, _sgd_inputs, "fails", ("optimizer",),
           source="torch/optim/optimizer.py: _cuda_graph_capture_health_check"),
     Entry("x * torch.tensor(2.0): a 0-dim host tensor", constant_tensor, _xy, "frozen", ("frozen host tensor",),
-          source="TensorIterator: a CPU scalar is a kernel argument"),
+          source="cuda/Loops.cuh, gpu_kernel_with_scalars: a CPU scalar is a kernel argument"),
     Entry("a learning rate passed as a Python float", scale_by_float, lambda d: (_xy(d)[0], 0.1), "frozen",
           ("frozen Python value",), second=lambda inputs: (inputs[0], 0.2), source=_NOTES + ": kernel arguments"),
     Entry("SGD with a float lr (a scheduler changes it)", sgd_step, _sgd_inputs, "frozen",
@@ -715,9 +778,10 @@ class GpuComparison:
         for name, s in self.run.prepare_seconds.items():
             lines.append(f"{name}: prepared (captured / compiled) in {fmt_time(s)}, outside the timings")
         t = self.run.timings
-        if "CUDA graph" in t:
-            lines.append(f"measured: the graph replay is {t['eager'].median / t['CUDA graph'].median:.2f}× "
-                         f"eager here; the model predicted {self.model.speedup:.2f}× for a {self.model.gpu}.")
+        if "CUDA graph" in t:  # one pass each: the spreads decide whether the ratio can be stated (noise rule)
+            said = noise.from_timings(t["eager"], t["CUDA graph"]).say(
+                "measured: eager takes {r:.2f}× the graph replay's time here")
+            lines.append(f"{said}; the model predicted {self.model.speedup:.2f}× for a {self.model.gpu}.")
         return "\n".join(lines)
 
 
@@ -782,9 +846,10 @@ def seed_model_bytes(p: dict) -> int:
 
 
 def graphed_callables_ratio(width: int = 512, batch: int = MODEL_BATCH, layers: int = MODEL_LAYERS,
-                            device=None, min_run_time: float = 0.2) -> dict | str:
+                            device=None, min_run_time: float = 0.2, max_time: float = 8.0) -> dict | str:
     """Seed 003's experiment on this GPU: Linear's training step over PseudoLinear's, eager and with
-    each model wrapped in make_graphed_callables (forward and backward graphed). A sentence without one."""
+    each model wrapped in make_graphed_callables (forward and backward graphed), in paired rounds (the noise
+    rule: "sentence" states the two ratios only where the rounds agree). A sentence without a GPU."""
     dev = _device.pick(device)
     if dev.type != "cuda" or not graphs.has_graphs():
         return _cpu_note("make_graphed_callables")
@@ -798,16 +863,18 @@ def graphed_callables_ratio(width: int = 512, batch: int = MODEL_BATCH, layers: 
         return str(err)
     x = torch.randn(batch, width, device=dev, requires_grad=True)
     g = torch.randn(batch, width, device=dev)
-    out = {}
+    steps = {}
     for kind in ("Linear", "PseudoLinear"):
         model = seed_model(kind, width, layers, dev)
         graphed = torch.cuda.make_graphed_callables(seed_model(kind, width, layers, dev), (x,))
         for label, m in (("eager", model), ("graphed", graphed)):
-            def step(m=m):
-                m(x).backward(g)
-            out[f"{kind} {label}"] = timing.measure(step, label=f"{kind} {label}", min_run_time=min_run_time)
-    ratio = {lbl: out[f"Linear {lbl}"].median / out[f"PseudoLinear {lbl}"].median for lbl in ("eager", "graphed")}
-    return {"timings": out, "ratio": ratio, "params": {"width": width, "batch": batch, "layers": layers}}
+            steps[f"{kind} {label}"] = lambda m=m: m(x).backward(g)
+    pairs = [("Linear eager", "PseudoLinear eager"), ("Linear graphed", "PseudoLinear graphed")]
+    cmp = noise.compare(steps, pairs=pairs, min_run_time=min_run_time / 4, max_time=max_time)
+    ratio = {lbl: cmp.ratio(f"Linear {lbl}", f"PseudoLinear {lbl}") for lbl in ("eager", "graphed")}
+    sentence = "; ".join(r.say(f"{lbl}: Linear takes {{r:.2f}}× PseudoLinear's time") for lbl, r in ratio.items())
+    return {"timings": cmp.timings, "ratio": {k: r.median for k, r in ratio.items()}, "sentence": sentence,
+            "params": {"width": width, "batch": batch, "layers": layers}}
 
 
 def reduce_overhead_note(device=None) -> str:
@@ -987,4 +1054,5 @@ __all__ = ["LESSON", "KEY", "pseudo_linear", "eager_step", "linear_step", "make_
            "model_summary", "gpu_model", "fit_to_reported", "Entry", "CATALOGUE", "check_entry", "catalogue_table", "kept_reference_demo",
            "gpu_lesson", "explorer", "compare_on_gpu", "GpuComparison", "check_graphed", "seed_model", "seed_model_bytes",
            "graphed_callables_ratio", "reduce_overhead_note", "exercise_starter", "exercise_inputs",
-           "check_exercise", "record", "targets", "OVERHEAD_BOUND", "COMPUTE_BOUND"]
+           "check_exercise", "record", "targets", "OVERHEAD_BOUND", "COMPUTE_BOUND", "dispatch_estimate",
+           "widths_above_cap", "closest_preset", "kernels_at_least", "MULTI_KERNEL_OPS"]

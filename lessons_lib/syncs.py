@@ -64,9 +64,9 @@ CUDA_KERNEL_SYNCS = {
                           "without output_size=", "src; 2.13"),
     "one_hot": ("Onehot.cpp, one_hot: self.max().item()", "without num_classes (with it, CUDA relies on "
                 "scatter's device asserts; the two reads a CPU run shows are CPU-only checks)", "src; 2.13"),
-    "index_put_ (bool mask)": ("IndexingUtils.h, expandTensors: nonzero() of the mask", "unless it becomes "
-                               "masked_fill_ (TensorAdvancedIndexing.cpp, _index_put_impl_ / canDispatchToMaskedFill: "
-                               "one mask, a one-element CPU value, no accumulate), as `x[mask] = 0` does", "src; 2.13"),
+    "index_put_ (bool mask)": ("IndexingUtils.h, expandTensors: nonzero() of the mask", "unless ATen makes it "
+                               "masked_fill_: one mask, a one-element CPU value, no accumulate (TensorAdvancedIndexing"
+                               ".cpp, _index_put_impl_), as for `x[mask] = 0`", "src; 2.13"),
     "masked_fill (CUDA 0-dim value)": ("cuda/Indexing.cu, masked_fill__cuda(Tensor value): value.item()",
                                        "when the value tensor is on the GPU (a CPU one is read for free)", "src"),
 }
@@ -74,7 +74,7 @@ CUDA_KERNEL_SYNCS = {
 # bucketize/searchsorted (cuda/Bucketization.cu: one kernel), nonzero_static (Nonzero.cu: fill value,
 # no copy back), multinomial (Distributions.cpp, multinomial_out: _assert_async on 2.13; older
 # releases read its validity checks with .item()), masked_fill with a CPU scalar, topk, index_select.
-_KERNEL_WHY = {op: f"reads a device value on the host inside ATen ({src}; {when}): syncs on CUDA"
+_KERNEL_WHY = {op: f"syncs on CUDA: {src.split(':')[0]} reads a device value on the host ({when})"
                for op, (src, when, _checked) in CUDA_KERNEL_SYNCS.items()}
 BLIND_SPOTS = (
     "it watches PyTorch's dispatcher on the device it runs on: host reads inside a CUDA kernel are flagged "

@@ -58,6 +58,14 @@ def test_a_cpu_learning_rate_tensor_is_frozen_when_the_other_inputs_are_on_the_d
     assert report.safe and "0-dim tensor arguments" in report.summary()
 
 
+def test_the_backward_of_a_boolean_index_is_a_sync_not_a_data_dependent_shape():
+    # index_put with a bool mask writes a tensor of fixed shape, but turns the mask into indices with nonzero
+    x, w, b, y = L.exercise_inputs(7, 3)
+    kinds = {h.what: h.kind for h in graph_check(L.exercise_starter, x, w, b, y).hazards}
+    assert kinds["aten.index (bool mask)"] == "data-dependent shape"
+    assert kinds["aten.index_put (bool mask)"] == "mask to indices"
+
+
 def test_every_verdict_prints_what_graph_check_cannot_see():
     for fn in (L.mlp, L.log_item, L.scale_by_float):
         inputs = (L._xy("cpu")[0], 0.1) if fn is L.scale_by_float else L._xy("cpu")
