@@ -134,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:
         print("Running as root (a container?): JupyterLab refuses to start unless you add --allow-root.")
     print(f"Opening JupyterLab on {FIRST} (Ctrl+C twice to stop it).")
+    sys.stdout.flush()
+    if os.name == "posix":  # become JupyterLab: a signal to this process reaches the server, no orphan
+        os.chdir(dest)
+        os.execv(sys.executable, lab_command(dest, extra))
+        return 0  # not reached: execv replaces this process
     try:
         return subprocess.call(lab_command(dest, extra), cwd=dest)
     except KeyboardInterrupt:

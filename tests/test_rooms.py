@@ -174,3 +174,60 @@ def test_dockerfile_installs_the_course_and_copies_notebooks_safely():
     assert any("/opt/course" in a for a in sum(_pip_installs(steps), [])), "the course is pip-installed"
     cmd = next(a for k, a in steps if k == "CMD")
     assert "lessons_lib.workspace --copy-only" in cmd and "jupyterhub-singleuser" in cmd
+
+
+def test_dockerfile_leaves_solutions_out_unless_asked():
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^ARG WITH_SOLUTIONS=0$", text, re.M)
+    assert 'if [ "$WITH_SOLUTIONS" != 1 ]; then rm -rf /opt/course/notebooks/solutions; fi' in text
+
+
+# --- the workshop kit --------------------------------------------------------------------------------
+
+
+KIT = ROOT / "workshop"
+LESSON_IDS = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _local_links(path: Path) -> list[str]:
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text())
+    return [ln for ln in links if not re.match(r"[a-z]+:", ln)]
+
+
+def test_readme_links_the_kit_and_the_rooms():
+    readme = (ROOT / "README.md").read_text()
+    for target in ("workshop/README.md", "workshop/JUPYTERHUB.md", "binder/", "docker/Dockerfile"):
+        assert f"]({target})" in readme, target
+
+
+def test_kit_links_resolve():
+    for page in ("README.md", "LESSONS.md", "JUPYTERHUB.md"):
+        for link in _local_links(KIT / page):
+            assert (KIT / link).exists(), f"workshop/{page} links to a missing {link}"
+
+
+def _section(text: str, lesson: str) -> str:
+    m = re.search(rf"^## {lesson} · .*?(?=^## \d\d · |\Z)", text, re.M | re.S)
+    assert m, f"workshop/LESSONS.md has no section for lesson {lesson}"
+    return m.group(0)
+
+
+@pytest.mark.parametrize("lesson", LESSON_IDS)
+def test_every_lesson_has_its_kit(lesson):
+    part = _section((KIT / "LESSONS.md").read_text(), lesson)
+    objectives = re.search(r"\*\*Objectives\.\*\*(.*?)\*\*Predict", part, re.S).group(1)
+    assert len(re.findall(r"^\d\. ", objectives, re.M)) == 3
+    questions = re.search(r"\*\*Predict, then run\.?\*\*(.*?)\*\*Discussion", part, re.S).group(1)
+    answers = re.findall(r"^\d\. \*\".*?\"\* — ", questions, re.M | re.S)
+    assert 2 <= len(answers) <= 3, f"lesson {lesson}: {len(answers)} predict-then-run questions with answers"
+    discussion = re.search(r"\*\*Discussion\.\*\*(.*?)\*\*Projector figure:\*\*", part, re.S).group(1)
+    assert len(re.findall(r"^\* ", discussion, re.M)) == 2
+    assert re.search(r"\*\*Projector figure:\*\* §\d", part)
+
+
+def test_kit_labels_every_gpu_figure_it_quotes():
+    """A T4/A100/H100 number in the kit sits in a sentence that names its kind (measured/reported/model)."""
+    text = (KIT / "LESSONS.md").read_text()
+    for sentence in re.split(r"(?<=[.:;])\s", text):
+        if re.search(r"\b(T4|H100|A100)\b", sentence) and re.search(r"\d+(\.\d+)? ?(ms|µs|s)\b", sentence):
+            assert re.search(r"model|reported|measured|assumed|not yet verified", sentence, re.I), sentence
