@@ -15,15 +15,17 @@ widths are equal here, as in the thread's toy example.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import statistics
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import compiling, results, roofline, timing
+from . import compiling, noise, results, roofline, timing
 from . import device as _device
 from . import grouped_linear as GL
 from .display import text_table
@@ -33,7 +35,9 @@ from .trace import COPY_OPS, trace_ops
 from .widgets import Explorer
 
 KEY = "03_grouped_linear"
-THREAD_SHAPE = {"batch": 8, "groups": 100, "group_size": 100, "length": 512}  # groups=100 and width ≈ 100: the thread's
+# The course's choice around the thread's "about 100 groups of about 100 features": the thread gives no batch or
+# length for its toy benchmark, so 8 × 512 positions is ours (10000 channels, as 100 groups of 100).
+THREAD_SHAPE = {"batch": 8, "groups": 100, "group_size": 100, "length": 512}
 # Reported in the thread (seed 002): a toy example with equal in and out features, forward + backward timed by the
 # replier; "conv1d with groups gets 1924ms while the batched matrix multiplication comes in at around 1263ms".
 THREAD_REPORTED = {"grouped Conv1d": 1.924, "batched matmul (reply's MultichannelLinear)": 1.263}
@@ -136,9 +140,46 @@ def grouped_mm(x, weight, bias):
 
 
 def grouped_linear_auto(x, weight, bias):
-    """GroupedLinear(strategy="auto")'s choice for this input: tuned once per shape, then cached."""
+    """GroupedLinear(strategy="auto")'s choice for this input: tuned once per shape, then cached.
+    (On meta, in an op trace, nothing is timed: it traces the strategy auto chose on the device.)"""
     choice = GL.tune(x, weight, bias, dim=1)
     return GL.FUNCTIONS[choice.strategy](x, weight, bias, 1)
+
+
+def forum_baddbmm(x, weight, bias):
+    """A forum-style answer: the G weights stacked as (G, in, out), x laid out as (G, rows, in) by one
+    copy, one baddbmm, the result laid back by a second copy. Here `weight.transpose(1, 2)` is that
+    (G, in, out) stack: the lesson hands this variant its weight in that memory layout."""
+    N, _, L = x.shape
+    G, O, K = weight.shape
+    xr = x.view(N, G, K, L).permute(1, 0, 3, 2).reshape(G, N * L, K)
+    y = torch.baddbmm(bias.unsqueeze(1), xr, weight.transpose(1, 2))
+    return y.view(G, N, L, O).permute(1, 0, 3, 2).reshape(N, G * O, L)
+
+
+class _GemmLayout:
+    """A variant run over its own copy of the weight stored (G, in, out) in memory, as GroupedLinear
+    stores its parameter and a forum answer stacks it (made once, outside the clock, like a module's
+    parameter). `weight` is that leaf; `train_step` takes its gradient instead of the lesson's."""
+
+    def __init__(self, fn, weight):
+        self.fn, self.__name__ = fn, getattr(fn, "__name__", "variant")
+        self.weight = weight.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_(weight.requires_grad)
+
+    def __call__(self, x, _weight, bias):
+        return self.fn(x, self.weight, bias)
+
+
+def _prepare_gemm_layout(fn, x, weight, *_rest):
+    return _GemmLayout(fn, weight)
+
+
+def _prepare_auto(fn, x, weight, bias, *rest):
+    """GroupedLinear(auto) as a module holds it: the weight in its (G, in, out) layout, and tuning done
+    here, before the timed calls (its cost is `Run.prepare_seconds`, not part of the bar)."""
+    laid = _GemmLayout(fn, weight)
+    GL.tune(x, laid.weight, bias, dim=1, training=bool(rest))
+    return laid
 
 
 # --- inputs, a training step, memory ---------------------------------------------------------------------
@@ -161,9 +202,10 @@ def make_train_inputs(p: dict, device, dtype):
 
 def train_step(fn, x, weight, bias, g):
     """Forward, then backward from g: the output and the gradients of x, weight and bias.
-    (`autograd.grad` returns them instead of accumulating, so timed repeats add nothing.)"""
+    (`autograd.grad` returns them instead of accumulating, so timed repeats add nothing.) A variant
+    with its own weight layout (`_GemmLayout`) gets the gradient of its own weight."""
     out = fn(x, weight, bias)
-    return (out, *torch.autograd.grad(out, (x, weight, bias), g))
+    return (out, *torch.autograd.grad(out, (x, getattr(fn, "weight", weight), bias), g))
 
 
 def peak_bytes(p: dict, dtype) -> int:
@@ -226,11 +268,21 @@ TRAIN_LESSON = dataclasses.replace(
     reduction=lambda p: max(p["group_size"], p["batch"] * p["length"]))  # dW sums over every row
 
 
-def with_variants(lesson: Lesson, *, auto: bool = False, grouped: bool = False, compiled: bool = False) -> Lesson:
-    """The lesson plus GroupedLinear(auto), grouped_mm (where it runs) or a compiled loop."""
+AUTO = "GroupedLinear(auto)"
+FORUM = "forum baddbmm, (G, in, out) weight"
+
+
+def with_variants(lesson: Lesson, *, auto: bool = False, grouped: bool = False, compiled: bool = False,
+                  forum: bool = False) -> Lesson:
+    """The lesson plus GroupedLinear(auto), grouped_mm (where it runs), a compiled loop or the forum's
+    baddbmm over a (G, in, out) weight."""
     extra = []
     if auto:
-        extra.append(Variant("GroupedLinear(auto)", grouped_linear_auto, "times the strategies once, then reuses"))
+        extra.append(Variant(AUTO, grouped_linear_auto, "tuned before the timed calls (tuning reported apart), then "
+                             "the cached choice over its (G, in, out) weight", prepare=_prepare_auto))
+    if forum:
+        extra.append(Variant(FORUM, forum_baddbmm, "a forum answer: one baddbmm over a (G, in, out) weight stack",
+                             prepare=_prepare_gemm_layout))
     if grouped:
         extra.append(Variant("grouped_mm", grouped_mm, "F.grouped_mm, where it runs"))
     if compiled:
@@ -248,15 +300,17 @@ def _prepare_compiled(fn, *inputs):
 
 
 def explorer(device=None, training: bool = False, compiled: bool | None = None) -> Explorer:
-    """The toolkit's explorer: batch, groups, group size and length, dtype, forward or training step.
-    grouped_mm joins where it runs for float32 here; a compiled loop on a GPU (on a CPU each shape
-    would cost seconds of compiling)."""
+    """The toolkit's explorer: batch, groups, group size and length, and dtype (float32, float16,
+    bfloat16: the replier ran fp16). The explorer has no forward/training control of its own, so one
+    explorer explores one of them: `training=True` for the training step. GroupedLinear(auto) is
+    tuned before its timed calls (the tuning is not in its bar); grouped_mm joins where it runs for
+    float32 here; a compiled loop on a GPU (on a CPU each shape would cost seconds of compiling)."""
     dev = _device.pick(device)
     lesson = TRAIN_LESSON if training else LESSON
     if compiled is None:
         compiled = dev.type == "cuda" and compiling.problem(dev) is None
     grouped = GL.grouped_mm_problem(dev, torch.float32, training=training) is None and dev.type == "cuda"
-    return Explorer(with_variants(lesson, grouped=grouped, compiled=compiled), dev)
+    return Explorer(with_variants(lesson, auto=True, grouped=grouped, compiled=compiled), dev)
 
 
 # --- reproduce --------------------------------------------------------------------------------------------
@@ -285,16 +339,22 @@ def _train(model, opt, x, g):
     opt.step()
 
 
-def reproduce(device=None, params: dict | None = None, min_run_time: float = 0.1, max_time: float = 3.0):
+def reproduce(device=None, params: dict | None = None, min_run_time: float = 0.1, max_time: float = 3.0,
+              amp: str | None = None):
     """Forward and full training step (forward, backward, Adam step) of the thread's two modules and
-    GroupedLinear, timed with the harness. Returns ({"forward": [...], "training step": [...]}, models)."""
+    GroupedLinear, timed with the harness. Returns ({"forward": [...], "training step": [...]}, models).
+
+    amp: "float16" or "bfloat16" runs them under `torch.autocast` (mixed precision, as the replier ran
+    fp16 on a 3080 Ti; the parameters and Adam stay float32). On a CPU autocast takes bfloat16 only."""
     dev = _device.pick(device)
+    amp_dtype = None if amp is None else _amp_dtype(amp, dev)
     p = LESSON.check(params or LESSON.defaults(dev), dev, torch.float32)
     _device.check_fits(train_peak_bytes(p, torch.float32), dev, "the reproduction")
     models = thread_models(p, dev)
     N, C, L = p["batch"], p["groups"] * p["group_size"], p["length"]
     out = {"forward": [], "training step": []}
-    with _device.oom_guard(dev, "the reproduction"):
+    ctx = (lambda: torch.autocast(dev.type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
+    with _device.oom_guard(dev, "the reproduction"), ctx():
         x, g = torch.randn(N, C, L, device=dev), torch.randn(N, C, L, device=dev)
         for name, m in models.items():
             out["forward"].append(timing.measure(_fwd, m, x, label=name, min_run_time=min_run_time, max_time=max_time))
@@ -305,20 +365,32 @@ def reproduce(device=None, params: dict | None = None, min_run_time: float = 0.1
     return out, models
 
 
+def _amp_dtype(amp: str, dev: torch.device) -> torch.dtype:
+    dt = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(amp)
+    if dt is None:
+        raise ValueError(f"amp={amp!r}: choose 'float16' or 'bfloat16' (or leave it out for float32).")
+    if dev.type == "cpu" and dt is torch.float16:
+        raise ValueError("CPU autocast runs these layers in bfloat16: pass amp='bfloat16' on a CPU.")
+    return dt
+
+
 def reproduce_summary(t: dict) -> str:
-    """What the reproduction shows here, in words that follow the numbers."""
+    """What the reproduction shows here, in words that follow the numbers, through the noise rule: a
+    ratio whose two timings spread too much is "not decided on this run" instead of a verdict."""
     lines = []
     for kind, ts in t.items():
-        by = {tm.label: tm.median for tm in ts}
+        by = {tm.label: tm for tm in ts}
         slow, conv, fast = by["SlowGroups (loop)"], by["grouped Conv1d"], by["GroupedLinear(auto)"]
-        rel = "slower" if conv > slow * 1.05 else "faster" if conv < slow / 1.05 else "about as fast"
-        lines.append(f"{kind}: grouped Conv1d is {rel} than the loop ({slow / conv:.2f}× the loop's speed); "
-                     f"GroupedLinear(auto) runs at {slow / fast:.2f}× the loop's speed and {conv / fast:.2f}× "
-                     f"the Conv1d's.")
-    noisy = [tm.label for ts in t.values() for tm in ts if tm.noisy]
-    if noisy:
-        lines.append(f"⚠ {len(noisy)} timing(s) are noisy (spread over a quarter of the median): rerun before "
-                     "trusting small differences.")
+        said = [f"{name}: " + noise.from_timings(a, b).say("{r:.2f}×", tie="{r:.2f}× (the same within 5%)")
+                for name, a, b in (("Conv1d / loop", conv, slow), ("GroupedLinear(auto) / loop", fast, slow),
+                                   ("GroupedLinear(auto) / Conv1d", fast, conv))]
+        lines.append(f"{kind}, time over time: " + "; ".join(said) + ".")
+    conv_fwd = next((tm for tm in t.get("forward", []) if tm.label == "grouped Conv1d"), None)
+    conv_train = next((tm for tm in t.get("training step", []) if tm.label == "grouped Conv1d"), None)
+    if conv_fwd and conv_train and conv_fwd.median > conv_train.median:
+        lines.append("⚠ grouped Conv1d's forward measured slower than its whole training step, which includes "
+                     "that forward: suspect (a slow moment, or a backend choice that differs between the two); "
+                     "nothing here is concluded from it.")
     return "\n".join(lines)
 
 
@@ -372,25 +444,33 @@ def gemm_shapes(params: dict, training: bool = False) -> str:
 
 def conv_backend(params: dict | None = None, device=None, dtype=torch.float32, training: bool = False) -> str:
     """Which backend ATen's convolution picks for the grouped Conv1d here (cuDNN, oneDNN, a slow
-    fallback), asked of `torch._C._select_conv_backend` on a small input of the same layout."""
+    fallback), asked of `torch._C._select_conv_backend` with the real input's shape (batch, channels,
+    length): ATen's choice depends on the batch and, on a CPU, on the thread count, so both are said."""
     dev = _device.pick(device)
     p = {**LESSON.defaults(dev), **(params or {})}
     G, K = p["groups"], p["group_size"]
     select = getattr(torch._C, "_select_conv_backend", None)
     if select is None:
         return "this torch does not expose _select_conv_backend; the profiler's kernel names say which ran."
-    x = torch.zeros(1, G * K, 4, device=dev, dtype=dtype, requires_grad=training)
+    _device.check_fits(2 * p["batch"] * G * K * p["length"] * torch.empty(0, dtype=dtype).element_size(), dev,
+                       "the backend probe")
+    x = torch.zeros(p["batch"], G * K, p["length"], device=dev, dtype=dtype, requires_grad=training)
     w = torch.zeros(G * K, K, 1, device=dev, dtype=dtype, requires_grad=training)
     try:
         backend = select(x, w, None, [1], [0], [1], False, [0], G)
     except Exception as err:  # a private API: if it changed, say so instead of failing
         return f"could not ask ATen ({type(err).__name__}); the profiler's kernel names say which ran."
     name = str(backend).split(".")[-1]
-    return f"grouped Conv1d, {G} groups of {K} on {dev.type} ({str(dtype).replace('torch.', '')}): backend {name}"
+    threads = f", {torch.get_num_threads()} threads" if dev.type == "cpu" else ""
+    return (f"grouped Conv1d, {G} groups of {K}, input {p['batch']}×{G * K}×{p['length']} on {dev.type} "
+            f"({str(dtype).replace('torch.', '')}{threads}{', training' if training else ''}): backend {name}")
 
 
 def optimizer_ops(groups: int = 64, group_size: int = 32, fused: bool | None = None) -> dict[str, int]:
-    """Ops one Adam step dispatches over SlowGroups' 2·G tensors vs GroupedLinear's 2 (meta trace)."""
+    """Ops one Adam step dispatches on the parameters' device, over SlowGroups' 2·G tensors vs
+    GroupedLinear's 2 (meta trace). A later step is traced (the first also creates the state), and
+    ops on the 0-dim CPU `step` counters (`step += 1`, `.item()`) and profiler records are left out:
+    they run on the host, not as kernels."""
     out = {}
     for label, shapes in (("SlowGroups: 2·G tensors", [(group_size, group_size), (group_size,)] * groups),
                           ("GroupedLinear: 2 tensors", [(groups, group_size, group_size), (groups, group_size)])):
@@ -399,23 +479,49 @@ def optimizer_ops(groups: int = 64, group_size: int = 32, fused: bool | None = N
             for q in params:
                 q.grad = torch.zeros(q.shape, device="meta")
             opt = torch.optim.Adam(params, lr=1e-3, foreach=foreach)
+            opt.step()  # the first step initialises the state (zeros_like per tensor): not a steady step
             t = trace_ops(opt.step)
-            out[f"{label}, {'foreach' if foreach else 'for loop'}"] = len(t.compute_ops)
+            out[f"{label}, {'foreach' if foreach else 'for loop'}"] = len([op for op in t.compute_ops
+                                                                           if _device_op(op)])
     return out
 
 
-def optimizer_timings(device=None, groups: int = 64, group_size: int = 32, min_run_time: float = 0.05):
-    """One Adam step over SlowGroups' parameters vs GroupedLinear's, timed with the harness."""
+def _device_op(op) -> bool:
+    """An op on the parameters (not on a 0-dim host step counter, not a profiler record)."""
+    if op.name.startswith("_record_function") or op.name == "_local_scalar_dense":
+        return False
+    return any(len(s) for s in (*op.in_shapes, *op.out_shapes))
+
+
+def optimizer_timings(device=None, groups: int = 64, group_size: int = 32, min_run_time: float = 0.02,
+                      max_time: float = 6.0) -> noise.Comparison:
+    """One Adam step over SlowGroups' parameters vs GroupedLinear's, in the noise rule's paired rounds.
+    Adam's default here is what `torch.optim.optimizer._default_to_fused_or_foreach` picks: foreach only
+    where every parameter is on a foreach device (CUDA, XPU, MTIA, ...), so a for loop on a CPU."""
     dev = _device.pick(device)
-    out = []
-    for label, shapes in (("Adam over 2·G tensors", [(group_size, group_size), (group_size,)] * groups),
-                          ("Adam over 2 stacked tensors", [(groups, group_size, group_size), (groups, group_size)])):
+    steps = {}
+    for label, shapes in ((OPT_LOOP, [(group_size, group_size), (group_size,)] * groups),
+                          (OPT_STACKED, [(groups, group_size, group_size), (groups, group_size)])):
         params = [torch.zeros(s, device=dev, requires_grad=True) for s in shapes]
         for q in params:
             q.grad = torch.full(q.shape, 1e-3, device=dev)
         opt = torch.optim.Adam(params, lr=1e-6)
-        out.append(timing.measure(opt.step, label=label, min_run_time=min_run_time, max_time=2.0))
-    return out
+        opt.step()  # state created outside the clock
+        steps[label] = opt.step
+    return noise.compare(steps, min_run_time=min_run_time, max_time=max_time)
+
+
+OPT_LOOP, OPT_STACKED = "Adam over 2·G tensors", "Adam over 2 stacked tensors"
+
+
+def optimizer_summary(cmp: noise.Comparison, device=None) -> str:
+    """The Adam comparison in words, through the noise rule, naming the implementation that ran."""
+    dev = _device.pick(device)
+    how = "foreach (the default on CUDA)" if dev.type == "cuda" else "a for loop over tensors (the default off CUDA)"
+    rows = [("optimizer step", "median of paired rounds")] + [(n, timing.fmt_time(cmp.median(n))) for n in cmp.names]
+    return (text_table(rows) + f"\nAdam ran as {how}. " +
+            cmp.say(OPT_LOOP, OPT_STACKED, "Over 2·G tensors the step takes {r:.1f}× the stacked step's time.",
+                    tie="The two steps take the same time within 5%."))
 
 
 def loop_graphs(params: dict) -> compiling.Captured:
@@ -547,18 +653,23 @@ class Grid:
     device: str
     noisy: list[list[list[str]]] = dataclasses.field(default_factory=list)  # variants flagged noisy, per point
 
+    def contenders(self) -> list[str]:
+        """The variants that can win a point: not GroupedLinear(auto), which runs one of the others (its
+        "win" is noise), nor the forum baddbmm it is checked against (a bmm with another weight layout)."""
+        return [n for n in self.medians if n not in (AUTO, FORUM)]
+
     def winners(self) -> list[list[str]]:
-        names = list(self.medians)
+        names = self.contenders()
         return [[min(names, key=lambda n: self.medians[n][i][j]) for j in range(len(self.sizes))]
                 for i in range(len(self.groups))]
 
     def ratio(self, slow: str, fast: str | None = None) -> list[list[float]]:
-        """slow's time over the fastest variant's (or `fast`'s) at each point."""
+        """slow's time over the fastest contender's (or `fast`'s) at each point."""
         out = []
         for i in range(len(self.groups)):
             row = []
             for j in range(len(self.sizes)):
-                best = self.medians[fast][i][j] if fast else min(m[i][j] for m in self.medians.values())
+                best = self.medians[fast][i][j] if fast else min(self.medians[n][i][j] for n in self.contenders())
                 row.append(self.medians[slow][i][j] / best)
             out.append(row)
         return out
@@ -573,7 +684,7 @@ def crossover_grid(device=None, groups=None, sizes=None, base: dict | None = Non
     dev = _device.pick(device)
     grid = GRID_GPU if dev.type == "cuda" else GRID_CPU
     groups, sizes = list(groups or grid["groups"]), list(sizes or grid["group_size"])
-    lesson = with_variants(TRAIN_LESSON if training else LESSON, auto=True)
+    lesson = with_variants(TRAIN_LESSON if training else LESSON, auto=True, forum=True)
     names = lesson.variant_names(variants or GRID_VARIANTS)
     base = {**lesson.defaults(dev), **(base or {})}
     for G in groups:
@@ -595,46 +706,52 @@ def crossover_grid(device=None, groups=None, sizes=None, base: dict | None = Non
                 dev.type, noisy)
 
 
-def paired_check(grid: Grid, rounds: int = 5, min_run_time: float = 0.05) -> dict:
-    """GroupedLinear(auto) against the grid's fastest other variant at each point, re-timed in `rounds`
-    pairs (auto first in even rounds, second in odd ones): the median of the per-round ratios. A shared machine
-    drifts between one variant's measurement and the next; a pair sees the same drift, so the ratio
-    keeps what the grid's single pass loses in noise (±20% on a busy 2-core VM). Uses the tuning cache
-    the grid filled, so auto runs the choice it made there."""
+def paired_check(grid: Grid, rounds: int = 5, max_rounds: int = 9, min_run_time: float = 0.05,
+                 max_time: float = 20.0) -> dict:
+    """GroupedLinear(auto) against the grid's fastest contender and the forum baddbmm at each point, in
+    the noise rule's paired rounds (`noise.compare_lesson`: order alternating each round, the median of
+    the per-round ratios, more rounds while a ratio is undecided). A shared machine drifts between one
+    variant's measurement and the next; a round sees the same drift on every side, so the ratio keeps
+    what the grid's single pass loses in noise. Uses the tuning cache the grid filled."""
     dev = torch.device(grid.device)
-    lesson = with_variants(TRAIN_LESSON if grid.training else LESSON, auto=True)
-    auto = "GroupedLinear(auto)"
-    ratios = [[math.nan] * len(grid.sizes) for _ in grid.groups]
-    against = [[""] * len(grid.sizes) for _ in grid.groups]
-    chose = [[""] * len(grid.sizes) for _ in grid.groups]  # auto's strategy at each point, from its cache
+    lesson = with_variants(TRAIN_LESSON if grid.training else LESSON, auto=True, forum=True)
+    def blank(v):
+        return [[v] * len(grid.sizes) for _ in grid.groups]
+
+    out = {"ratios": blank(math.nan), "forum": blank(math.nan), "decided": blank(False), "against": blank(""),
+           "chose": blank(""), "rounds": rounds}
     for i, G in enumerate(grid.groups):
         for j, K in enumerate(grid.sizes):
-            other = min((n for n in grid.medians if n != auto), key=lambda n: grid.medians[n][i][j])
-            params = {**grid.base, "groups": G, "group_size": K}
-            per_round = []
-            for r in range(rounds):
-                pair = [auto, other] if r % 2 == 0 else [other, auto]
-                t = lesson.run(params, dev, variants=pair, min_run_time=min_run_time).timings
-                per_round.append(t[auto].median / t[other].median)
-            ratios[i][j], against[i][j] = statistics.median(per_round), other
+            other = min(grid.contenders(), key=lambda n: grid.medians[n][i][j])
+            names = [AUTO, other, FORUM]
+            cmp = noise.compare_lesson(lesson, {**grid.base, "groups": G, "group_size": K}, dev, variants=names,
+                                       rounds=rounds, max_rounds=max_rounds, min_run_time=min_run_time,
+                                       max_time=max_time, pairs=[(AUTO, other), (AUTO, FORUM)])
+            vs_best, vs_forum = cmp.ratio(AUTO, other), cmp.ratio(AUTO, FORUM)
+            out["ratios"][i][j], out["forum"][i][j] = vs_best.median, vs_forum.median
+            out["decided"][i][j] = vs_best.decided and vs_forum.decided
+            out["against"][i][j] = other
             picked = GL.cached_strategies(grid.device, G, K, grid.training)
-            chose[i][j] = picked[0] if len(picked) == 1 else "?"
-    return {"ratios": ratios, "against": against, "chose": chose, "rounds": rounds}
+            out["chose"][i][j] = picked[0] if len(picked) == 1 else "?"
+    return out
 
 
 def grid_table(grid: Grid) -> str:
-    """The winner at each point and the loop's and the Conv1d's time over the winner's."""
+    """The winner at each point (auto excluded: it runs one of the others), the loop's and the Conv1d's
+    time over the winner's, and auto's (the tuning is not in it) where the grid has auto."""
     wins, loop_r, conv_r = grid.winners(), grid.ratio("loop (SlowGroups)"), grid.ratio("grouped Conv1d")
-    rows = [("groups", "group size", "fastest", "loop / fastest", "Conv1d / fastest", "noisy timings")]
+    auto_r = grid.ratio(AUTO) if AUTO in grid.medians else None
+    rows = [("groups", "group size", "fastest", "loop / fastest", "Conv1d / fastest",
+             *(("auto / fastest",) if auto_r else ()), "noisy timings")]
     flagged = 0
     for i, G in enumerate(grid.groups):
         for j, K in enumerate(grid.sizes):
             noisy = grid.noisy[i][j] if grid.noisy else []
             flagged += bool(noisy)
             rows.append((str(G), str(K), wins[i][j], f"{loop_r[i][j]:.2f}×", f"{conv_r[i][j]:.2f}×",
-                         f"⚠ {len(noisy)}" if noisy else ""))
-    note = (f"\n⚠ {flagged} point(s) have noisy timings (spread over a quarter of the median: a busy machine); "
-            "rerun before trusting their winner." if flagged else "")
+                         *((f"{auto_r[i][j]:.2f}×",) if auto_r else ()), f"⚠ {len(noisy)}" if noisy else ""))
+    note = (f"\n⚠ {flagged} point(s) have noisy timings (spread over a quarter of the median: a busy machine): "
+            "their winner is not decided on this run; rerun on a quieter machine." if flagged else "")
     return text_table(rows) + note
 
 
@@ -644,7 +761,7 @@ def heatmap(grid: Grid, title: str = ""):
     from . import plots
 
     names = list(grid.medians)
-    order = [v.name for v in with_variants(LESSON, auto=True).variants]
+    order = [v.name for v in with_variants(LESSON, auto=True, forum=True).variants]
     order += [n for n in names if n not in order]
     loop_r = grid.ratio("loop (SlowGroups)") if "loop (SlowGroups)" in names else None
     notes = [[f"loop {r:.1f}×" for r in row] for row in loop_r] if loop_r else None
@@ -684,50 +801,69 @@ def record(device, quick: bool = False) -> dict:
     sw = train.sweep("group_size", sizes, None if dev.type == "cpu" else THREAD_SHAPE, dev, min_run_time=t / 2,
                      progress=False)
     out["sweeps"] = {"group_size": results.sweep_to_dict(sw)}
-    grid = GRID_GPU if dev.type == "cuda" else {"groups": [4, 16, 32, 64], "group_size": [8, 32, 64, 128]}
+    grid = GRID_GPU if dev.type == "cuda" else GRID_CPU
     if quick:
         grid = {"groups": grid["groups"][:2], "group_size": grid["group_size"][:2]}
-    names = [*GRID_VARIANTS, "GroupedLinear(auto)"]
+    names = [*GRID_VARIANTS, FORUM, AUTO]
     out["grids"] = {}
     for kind, training in (("forward", False), ("training", True)):
         GL.clear_cache()
         g = crossover_grid(dev, grid["groups"], grid["group_size"], training=training, variants=names,
                            max_time=0.6 if not quick else 0.05, min_run_time=0.1 if not quick else 0.03)
         out["grids"][kind] = g.as_dict()
-        if "GroupedLinear(auto)" in g.medians:
-            out.setdefault("paired", {})[kind] = paired_check(g, rounds=9 if not quick else 2,
+        if AUTO in g.medians:
+            out.setdefault("paired", {})[kind] = paired_check(g, rounds=5 if not quick else 3,
+                                                               max_rounds=9 if not quick else 3,
                                                                min_run_time=0.05 if not quick else 0.01)
     out["tuning_seconds"] = [c.seconds for c in GL.cache().values()]
+    out["busy"] = sorted({c.busy for c in GL.cache().values() if c.busy})
+    try:
+        out["load_average"] = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        pass
     return out
 
 
+BAR = 1.15  # auto / fastest and auto / forum baddbmm, at every point of the grid (issue 20 §3)
+
+
 def targets(device, section: dict) -> list[dict]:
-    """The issue's bars as measured here: auto within 10% of the fastest at every grid point; tuning
-    ≤ 2 s a shape on a CPU; on a GPU, the best training step ≥ 1.5× faster than grouped Conv1d."""
+    """The issue's bars as measured here: auto within 1.15× of the fastest contender and of the forum
+    baddbmm at every grid point (paired rounds); tuning ≤ 2 s a shape on a quiet CPU; on a GPU, the best
+    training step ≥ 1.5× faster than grouped Conv1d."""
     gpu = torch.device(device).type == "cuda"
     out = []
     for kind, data in section.get("grids", {}).items():
         grid = Grid(**data)
-        if "GroupedLinear(auto)" not in grid.medians:
+        if AUTO not in grid.medians:
             continue
-        others = {n: m for n, m in grid.medians.items() if n != "GroupedLinear(auto)"}
         points = len(grid.groups) * len(grid.sizes)
-        single = max(grid.medians["GroupedLinear(auto)"][i][j] / min(m[i][j] for m in others.values())
+        single = max(grid.medians[AUTO][i][j] / min(grid.medians[n][i][j] for n in grid.contenders())
                      for i in range(len(grid.groups)) for j in range(len(grid.sizes)))
         paired = (section.get("paired") or {}).get(kind)
         if paired:  # the bar is judged on the paired re-timing; the single pass is shown beside it
+            undecided = sum(not d for row in paired.get("decided", []) for d in row)
+            note = f" ({undecided} of {points} points not decided: a busy machine)" if undecided else ""
             worst = max(max(row) for row in paired["ratios"])
-            out.append({"name": f"03 GroupedLinear(auto) / fastest variant, median of {paired['rounds']} alternating "
-                                f"pairs, worst of {points} grid points ({kind})",
-                        "value": worst, "bar": "<= 1.10", "ok": worst <= 1.10})
+            out.append({"name": f"03 GroupedLinear(auto) / fastest variant, median of ≥ {paired['rounds']} alternating "
+                                f"rounds, worst of {points} grid points ({kind}){note}",
+                        "value": worst, "bar": f"<= {BAR}", "ok": worst <= BAR})
+            if paired.get("forum"):
+                worst = max(max(row) for row in paired["forum"])
+                out.append({"name": f"03 GroupedLinear(auto) / forum baddbmm over a (G, in, out) weight, median of ≥ "
+                                    f"{paired['rounds']} alternating rounds, worst of {points} grid points ({kind})",
+                            "value": worst, "bar": f"<= {BAR}", "ok": worst <= BAR})
         out.append({"name": f"03 GroupedLinear(auto) / fastest variant, the grid's single pass, worst of {points} "
                             f"grid points ({kind})", "value": single,
-                    "bar": "<= 1.10" if not paired else "info (noise included)",
-                    "ok": (single <= 1.10) if not paired else None})
+                    "bar": f"<= {BAR}" if not paired else "info (noise included)",
+                    "ok": (single <= BAR) if not paired else None})
     tune = section.get("tuning_seconds") or []
     if tune:
-        out.append({"name": "03 GroupedLinear auto-tuning seconds per new shape (worst)", "value": max(tune),
-                    "bar": "<= 2 (CPU)", "ok": max(tune) <= 2.0 if not gpu else None})
+        busy = bool(section.get("busy"))
+        out.append({"name": "03 GroupedLinear auto-tuning seconds per new shape (worst)"
+                            + (" — tuned on a busy machine" if busy else ""), "value": max(tune),
+                    "bar": "<= 2 (quiet CPU)" if not busy else "info (busy machine)",
+                    "ok": max(tune) <= 2.0 if not gpu and not busy else None})
     head = (section.get("headline_train") or {}).get("variants", {})
     if "grouped Conv1d" in head:
         best = min(v["median"] for n, v in head.items() if n != "grouped Conv1d")
@@ -857,9 +993,10 @@ def _gpu_speed_check(fn) -> tuple[str, bool, str]:
 
 __all__ = ["KEY", "LESSON", "TRAIN_LESSON", "THREAD_SHAPE", "THREAD_REPORTED", "SlowGroups", "MultichannelLinear",
            "slow_groups", "grouped_conv1d", "bmm_rows", "matmul_channels", "einsum", "vmap_functional",
-           "block_diagonal", "grouped_mm", "grouped_linear_auto", "make_inputs", "make_train_inputs", "train_step",
+           "block_diagonal", "grouped_mm", "grouped_linear_auto", "forum_baddbmm", "make_inputs", "make_train_inputs", "train_step",
            "with_variants", "explorer", "thread_models", "reproduce", "reproduce_summary", "reported_table",
            "look_inside", "copies_table", "gemm_shapes", "conv_backend", "optimizer_ops", "optimizer_timings",
+           "optimizer_summary", "AUTO", "FORUM", "BAR",
            "loop_graphs", "loop_rows", "compile_loop", "check_all", "grouped_mm_report", "grouped_mm_trace",
            "stack_module_state_pitfall", "Grid", "crossover_grid", "grid_table", "heatmap", "recorded_grids", "record",
            "targets", "exercise_starter", "exercise_loop", "check_exercise"]
