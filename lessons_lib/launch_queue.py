@@ -22,9 +22,12 @@ from dataclasses import dataclass, field
 
 
 # How many kernel launches may wait in a stream's queue before a launch blocks. NVIDIA does not
-# document one number: it depends on the driver and on the kernels' arguments. Measurements
-# reported in NVIDIA's developer forums and PyTorch issues put it around a thousand, so the model
-# uses 1024 as an order of magnitude, not as a specification.
+# document one number: it depends on the driver and on the kernels' arguments, so 1024 here is an
+# ASSUMPTION, an order of magnitude. Its source is a user's measurement, not a specification: "CUDA
+# stream are blocked when launching lots of kernels (>1000)" (NVIDIA developer forums, topic 68937;
+# the same question on Stack Overflow, 53970187) found launches returning in 4-5 µs until about 1000
+# were queued in one stream, then each waiting for a kernel to finish. Seed 000's own figures fit it:
+# lesson 00's `thread000_queue` recovers about 1020 launches left queued from K. Frank's two totals.
 QUEUE_DEPTH = 1024
 
 
@@ -191,6 +194,27 @@ def wait_until(deadline: float) -> None:
             time.sleep(left - _SLEEP_SLACK)
 
 
+class WallClock:
+    """Real time: `now()` is perf_counter, `wait_until` sleeps and spins."""
+
+    now = staticmethod(time.perf_counter)
+    wait_until = staticmethod(wait_until)
+
+
+class ManualClock:
+    """Time that passes only when someone waits: a SimulatedGPU on it keeps the same rules with
+    exact numbers, whatever the machine is doing (unit tests use it; lessons use the wall clock)."""
+
+    def __init__(self, start: float = 0.0):
+        self.t = float(start)
+
+    def now(self) -> float:
+        return self.t
+
+    def wait_until(self, deadline: float) -> None:
+        self.t = max(self.t, deadline)
+
+
 class SimulatedGPU:
     """A pretend CUDA stream that keeps time by the rules of `schedule`. Nothing computes.
 
@@ -198,43 +222,47 @@ class SimulatedGPU:
     returns, like a kernel launch. `synchronize()` waits until the queue is empty, plus
     `sync_cost`, like `torch.cuda.synchronize()`. A launch blocks when `queue_depth` launches
     are unfinished. The defaults cost nothing extra; lesson 00 sets both costs to show what a
-    sync inside a timed function really costs.
+    sync inside a timed function really costs. `clock`: the wall clock by default (so a real timer
+    can time it), or a `ManualClock` for exact, load-independent numbers.
     """
 
-    def __init__(self, queue_depth: int = QUEUE_DEPTH, launch_cost: float = 0.0, sync_cost: float = 0.0):
+    def __init__(self, queue_depth: int = QUEUE_DEPTH, launch_cost: float = 0.0, sync_cost: float = 0.0,
+                 clock=None):
         if queue_depth < 1:
             raise ValueError(f"queue_depth must be at least 1 (a real GPU queues about {QUEUE_DEPTH} launches).")
         if launch_cost < 0 or sync_cost < 0:
             raise ValueError("launch_cost and sync_cost are seconds and cannot be negative.")
         self.queue_depth, self.launch_cost, self.sync_cost = queue_depth, launch_cost, sync_cost
+        self.clock = clock or WallClock()
         self._finish: collections.deque[float] = collections.deque()  # when each queued piece will be done
 
     def launch(self, seconds: float) -> None:
+        clock = self.clock
         if self.launch_cost:
-            wait_until(time.perf_counter() + self.launch_cost)
-        now = time.perf_counter()
+            clock.wait_until(clock.now() + self.launch_cost)
+        now = clock.now()
         while self._finish and self._finish[0] <= now:
             self._finish.popleft()
         if len(self._finish) >= self.queue_depth:  # queue full: wait for a slot, as CUDA does
-            wait_until(self._finish.popleft())
-            now = time.perf_counter()
+            clock.wait_until(self._finish.popleft())
+            now = clock.now()
         start = max(now, self._finish[-1]) if self._finish else now
         self._finish.append(start + seconds)
 
     def synchronize(self) -> None:
         if self._finish:
-            wait_until(self._finish[-1])
+            self.clock.wait_until(self._finish[-1])
             self._finish.clear()
         if self.sync_cost:
-            wait_until(time.perf_counter() + self.sync_cost)
+            self.clock.wait_until(self.clock.now() + self.sync_cost)
 
     @property
     def pending(self) -> int:
         """Launches not finished yet."""
-        now = time.perf_counter()
+        now = self.clock.now()
         return sum(1 for t in self._finish if t > now)
 
 
-__all__ = ["Op", "Slot", "Timeline", "schedule", "per_step", "SimulatedGPU", "wait_until", "QUEUE_DEPTH", "Preset",
+__all__ = ["Op", "Slot", "Timeline", "schedule", "per_step", "SimulatedGPU", "ManualClock", "WallClock", "wait_until", "QUEUE_DEPTH", "Preset",
            "preset", "PRESETS", "eager_ops", "graph_ops", "KERNEL_LAUNCH", "KERNEL_MIN", "STREAM_GAP", "GRAPH_GAP",
            "GRAPH_LAUNCH"]

@@ -13,20 +13,22 @@ fake workloads of known duration) lives in `lesson00_exercise`.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from . import results, timing
+from . import noise, results, timing
 from .device import check_fits, last_level_cache_bytes, pick
 from .display import show_source  # noqa: F401  (the notebook calls L.show_source)
-from .launch_queue import Op, SimulatedGPU, schedule  # noqa: F401  (the notebook uses them)
+from .launch_queue import QUEUE_DEPTH, Op, SimulatedGPU, WallClock, schedule  # noqa: F401  (the notebook uses them)
 from .syncs import host_syncs  # noqa: F401  (the notebook uses it)
 from .lesson00_exercise import (SLOW, STEADY, FakeWorkload, TooManyCalls, broken_benchmark,  # noqa: F401 (for
                                 check_exercise, starter_source)  # the notebook)
@@ -34,6 +36,7 @@ from .timing import Timing, fmt_time
 
 KEY = "00_timing"
 MiB = 2**20
+ROTATE_CAP = 256 * MiB  # a CPU's rotation set in the cache demo: twice the cache, but no more than this
 
 
 # --- shapes, sized by device ------------------------------------------------------------
@@ -47,17 +50,19 @@ class Sizes:
     rows: int  # seed 003's pseudo-linear layer: input is rows × width
     width: int
     cache_bytes: int  # the memory-bound op's input: fits in the last-level cache
-    rotate_bytes: int  # all rotated copies together: far bigger than the cache
+    rotate_bytes: int  # all rotated copies together: at least twice the cache
 
 
 def sizes(device=None) -> Sizes:
     """Default shapes for `device`. A CPU gets shapes that time in milliseconds.
 
     The cache demo is sized from the measured last-level cache (a GPU's L2, a CPU's L3): its
-    input fits in a quarter of it, and the rotated copies together are four times its size."""
+    input fits in a quarter of it, and the rotated copies together are twice its size (enough to
+    evict it), at most ROTATE_CAP: some VMs report a host's whole L3 (260 MiB here), and a CPU reader's
+    notebook should not fill a gigabyte. Where the cap binds, the demo's printout says so."""
     dev = pick(device)
     llc = last_level_cache_bytes(dev)
-    rotate = max(64 * MiB, 4 * llc)
+    rotate = max(64 * MiB, min(2 * llc, ROTATE_CAP)) if dev.type != "cuda" else max(64 * MiB, 2 * llc)
     if dev.type == "cuda":
         return Sizes(matmul=4096, rows=32768, width=1024, cache_bytes=llc // 4, rotate_bytes=rotate)
     return Sizes(matmul=512, rows=4096, width=256, cache_bytes=min(2 * MiB, llc // 4), rotate_bytes=rotate)
@@ -91,23 +96,28 @@ class Demo:
     wrong: Timing
     honest: Timing
     extra: dict = field(default_factory=dict)  # more honest timings, e.g. {"flushed": Timing}
+    paired: noise.Ratio | None = None  # wrong / honest from paired rounds, where both sides can be re-timed
 
     @property
     def ratio(self) -> float:
         """The wrong number divided by the honest median."""
         return self.wrong.median / self.honest.median
 
+    @property
+    def estimate(self) -> noise.Ratio:
+        """wrong / honest through the noise rule: the paired rounds where the demo ran them, else the
+        two measurements with their spreads added (a one-sample wrong way has no spread of its own)."""
+        return self.paired if self.paired is not None else noise.from_timings(self.wrong, self.honest)
+
     def verdict(self) -> str:
-        """What this run measured (it can differ from machine to machine), and whether to trust it."""
-        r = self.ratio
+        """What this run measured, or "not decided on this run" when its spread cannot decide it."""
+        est = self.estimate
+        if not est.decided:
+            return est.not_decided()
+        r = est.median
         if abs(math.log(r)) < math.log(1.15):
-            text = f"the two agree within 15% ({r:.2f}×)"
-        else:
-            text = f"the wrong way reports {r:.3g}× the honest median" + (f" ({1 / r:.3g}× too low)" if r < 1 else "")
-        noisy = [t for t in (self.honest, *self.extra.values()) if t.noisy]
-        if noisy:
-            text += f"; but {noisy[0].noise_note()}"
-        return text
+            return f"the two agree within 15% ({r:.2f}×)"
+        return f"the wrong way reports {r:.3g}× the honest median" + (f" ({1 / r:.3g}× too low)" if r < 1 else "")
 
     def __str__(self) -> str:
         shape = ", ".join(f"{k}={v}" for k, v in self.shape.items())
@@ -130,8 +140,19 @@ class Demo:
             return {"label": t.label, "median": t.median, "iqr": t.iqr, "samples": len(t.samples),
                     "calls_per_sample": t.calls_per_sample, "method": t.method}
 
-        return {"mistake": self.mistake, "shape": self.shape, "wrong": one(self.wrong), "honest": one(self.honest),
-                **{name: one(t) for name, t in self.extra.items()}}
+        out = {"mistake": self.mistake, "shape": self.shape, "wrong": one(self.wrong), "honest": one(self.honest),
+               **{name: one(t) for name, t in self.extra.items()}}
+        if self.paired is not None:  # wrong / honest, one value per paired round
+            out["paired_ratios"] = list(self.paired.values)
+        return out
+
+
+def _paired(wrong_label: str, wrong_fn, honest_fn, min_run_time: float) -> tuple[Timing, Timing, noise.Ratio]:
+    """Both sides re-timed in alternating rounds by the noise rule (each side is a zero-argument
+    call the harness can time). Returns the last round's two timings and the paired ratio."""
+    cmp = noise.compare({wrong_label: wrong_fn, "harness": honest_fn}, min_run_time=min_run_time / 4,
+                        pairs=[(wrong_label, "harness")], max_time=2.5)
+    return cmp.timings[wrong_label], cmp.timings["harness"], cmp.ratio(wrong_label, "harness")
 
 
 def _square(n: int, dev: torch.device) -> torch.Tensor:
@@ -209,11 +230,11 @@ def demo_random_data(device=None, rows: int | None = None, width: int | None = N
     check_fits(3 * rows * width * 4, dev, what=f"a {rows}×{width} input")
     x = torch.randn(rows, width, device=dev)
     w, b = torch.randn(width, device=dev), torch.randn(width, device=dev)
-    wrong = timing.measure(pseudo_linear_fresh_input, rows, w, b, label="randn inside", min_run_time=min_run_time)
+    wrong, honest, paired = _paired("randn inside", lambda: pseudo_linear_fresh_input(rows, w, b),
+                                    lambda: pseudo_linear(x, w, b), min_run_time)
     wrong.method = "WRONG: harness, but the input is made inside the timed call"
-    honest = timing.measure(pseudo_linear, x, w, b, label="harness", min_run_time=min_run_time)
     return Demo("data_in_timed_region", "Generating the input inside the timed region",
-                {"x": f"{rows}×{width}"}, wrong, honest)
+                {"x": f"{rows}×{width}"}, wrong, honest, paired=paired)
 
 
 def demo_single_run(device=None, n: int | None = None, min_run_time: float = 0.2) -> Demo:
@@ -269,23 +290,34 @@ def demo_hot_cache(device=None, nbytes: int | None = None, rotate_bytes: int | N
     copies = max(2, rotate_bytes // nbytes)
     check_fits(copies * nbytes + (timing.flush_bytes(dev) if flush else 0), dev, what="the cache demo's buffers")
     bufs = [torch.empty(nbytes // 4, device=dev).fill_(1.0) for _ in range(copies)]  # fill: touch every page
-    wrong = timing.measure(torch.sum, bufs[0], label="same input", min_run_time=min_run_time)
+    ring = itertools.cycle(bufs)
+    wrong, honest, paired = _paired("same input", lambda: torch.sum(bufs[0]), lambda: torch.sum(next(ring)),
+                                    min_run_time / 2)
     wrong.method = "WRONG: harness, but the same input every call (hot cache)"
-    honest = timing.measure(torch.sum, rotate=[(b,) for b in bufs], label=f"rotate {copies} copies",
-                            min_run_time=min_run_time)
+    honest.label = f"rotate {copies} copies"
     extra = {}
-    if flush:
+    if flush:  # each flushed call writes twice the cache first: a few dozen calls, not hundreds
         extra["flushed"] = timing.measure(torch.sum, bufs[0], label="flush_cache=True", flush_cache=True,
-                                          min_run_time=min(min_run_time, 0.01))
+                                          min_run_time=min(min_run_time, 0.001), min_samples=5, max_time=1.5)
     shape = {"input": timing_bytes(nbytes), "rotated": f"{copies} × {timing_bytes(nbytes)}"}
-    return Demo("hot_cache", "Timing an input that sits in cache", shape, wrong, honest, extra)
+    if copies * nbytes < 2 * last_level_cache_bytes(dev):
+        shape["rotated"] += f" (under twice the {timing_bytes(last_level_cache_bytes(dev))} cache: partly cached)"
+    return Demo("hot_cache", "Timing an input that sits in cache", shape, wrong, honest, extra, paired)
 
 
 def timing_bytes(n: int) -> str:
     return f"{n / MiB:g} MiB" if n >= MiB else f"{n / 1024:g} KiB"
 
 
-# --- seed 000's sync-inside mistake, on the pretend GPU of launch_queue -------------
+# --- seed 000: a sync in one variant, and work billed to the next one timed --------------
+#
+# Three traps, all in the thread's script. (1) Timed without a sync of its own, a variant that does
+# not synchronize reports its launches, not its kernels. (2) A synchronize inside the timed function
+# costs the host one launch and one sync a call that it can no longer hide behind device work: real
+# launches and syncs cost microseconds, so with millisecond kernels this is well under 1%. (3) The
+# unsynchronized variant's clock stops with up to a queue's worth of work unfinished, and that work
+# is paid by whatever is timed next: in K. Frank's script, run_batched (no sync, timed first) and
+# run_batched2 (sync inside, timed next) run the same op, yet report 6.83 s and 11.51 s.
 
 
 def thread000_variants(gpu: SimulatedGPU, kernel: float = 0.002):
@@ -303,22 +335,21 @@ def thread000_variants(gpu: SimulatedGPU, kernel: float = 0.002):
     return syncs_inside, no_sync
 
 
-# The pretend GPU's costs in this demo: 2 ms of device work a call, 0.5 ms for the host to issue
-# it and 0.1 ms for a synchronize. Real launches cost microseconds; these are scaled up so that a
-# wall clock on a busy machine resolves them. What matters is the shape: the host's cost is
-# hidden behind device work only when the host can run ahead.
+# The pretend GPU's costs in traps 1 and 2: 2 ms of device work a call, 0.5 ms for the host to issue
+# it and 0.1 ms for a synchronize. Real launches and syncs cost microseconds; these are scaled up
+# several hundred times so that a wall clock on a busy machine resolves them, which makes trap 2
+# look far bigger here than it is with real millisecond kernels.
 SIM_KERNEL, SIM_LAUNCH, SIM_SYNC = 0.002, 0.0005, 0.0001
+_HARNESS_CALLS = 10  # calls per harness sample on the pretend GPU, then one synchronize
 
 
 def demo_sync_in_one_variant(min_run_time: float = 0.2) -> dict[str, Timing]:
-    """Seed 000's loop: a wall clock around each variant, one of which synchronizes inside.
+    """Traps 1 and 2 on the pretend GPU: a wall clock around 20 calls of each variant (wrong), and
+    the harness around blocks of calls that end with the pretend GPU's synchronize.
 
-    Both variants queue the same kernel on a pretend GPU with a non-zero launch and sync cost.
-    The wrong way times 20 calls with a wall clock and no synchronize of its own: the variant
-    without a sync looks as fast as its launches. The harness waits for the GPU after each block
-    of calls, and shows the other half of the story: the sync inside is a real cost too, since
-    the host can no longer issue the next launch while the device works.
-    """
+    The wrong way ranks the variant without a sync as faster: it timed its launches only. The
+    harness shows the same kernel time for both, plus, for the variant with a sync inside, the
+    launch and sync it cannot hide (scaled up here: see SIM_LAUNCH)."""
     _check_seconds(min_run_time, "min_run_time")
     gpu = SimulatedGPU(launch_cost=SIM_LAUNCH, sync_cost=SIM_SYNC)
     syncs_inside, no_sync = thread000_variants(gpu, SIM_KERNEL)
@@ -332,20 +363,68 @@ def demo_sync_in_one_variant(min_run_time: float = 0.2) -> dict[str, Timing]:
     return out
 
 
-def _harness_with_sync(fn, gpu, name, min_run_time):
-    """The harness on a pretend GPU: its block of calls ends with the pretend GPU's synchronize,
-    as torch.utils.benchmark ends each block with torch.cuda.synchronize()."""
-    calls = 50
-
+def _harness_block(fn, gpu, calls: int = _HARNESS_CALLS):
     def block():
         for _ in range(calls):
             fn()
         gpu.synchronize()
 
-    t = timing.measure(block, label=f"{name} · harness", min_run_time=min_run_time)
+    return block
+
+
+def _harness_with_sync(fn, gpu, name, min_run_time):
+    """The harness on a pretend GPU: its block of calls ends with the pretend GPU's synchronize,
+    as torch.utils.benchmark ends each block with torch.cuda.synchronize()."""
+    calls = _HARNESS_CALLS
+    t = timing.measure(_harness_block(fn, gpu, calls), label=f"{name} · harness", min_run_time=min_run_time)
     scaled = [x / calls for x in t.samples]
     return Timing(t.label, t.median / calls, t.iqr / calls, scaled, t.calls_per_sample * calls,
                   t.method + f", {calls} calls then one synchronize per sample", t.device)
+
+
+def sim_estimates(max_time: float = 6.0) -> dict[str, noise.Estimate]:
+    """The three traps' ratios on the pretend GPU, each re-measured by the noise rule:
+    "wrong": the wrong way's 'syncs inside' / 'no sync' (trap 1: it times the launches only),
+    "harness": the harness's 'syncs inside' / 'no sync' in paired rounds (trap 2),
+    "order": in the thread's order, the second-timed total / the first (trap 3, `demo_order`)."""
+    gpu = SimulatedGPU(launch_cost=SIM_LAUNCH, sync_cost=SIM_SYNC)
+    syncs_inside, no_sync = thread000_variants(gpu, SIM_KERNEL)
+
+    def wrong_ratio():
+        gpu.synchronize()
+        a = timing.wrong_no_sync(syncs_inside, repeats=20).median
+        gpu.synchronize()
+        b = timing.wrong_no_sync(no_sync, repeats=20).median
+        gpu.synchronize()
+        return a / b
+
+    def order_ratio():
+        r = demo_order()
+        return r.totals["syncs inside"] / r.totals["no sync"]
+
+    return {
+        "wrong": noise.settle(wrong_ratio, max_time=max_time / 4),
+        "harness": noise.compare({"syncs inside": _harness_block(syncs_inside, gpu),
+                                  "no sync": _harness_block(no_sync, gpu)}, min_run_time=0.02,
+                                 max_time=max_time / 2, pairs=[("syncs inside", "no sync")])
+                        .ratio("syncs inside", "no sync"),
+        "order": noise.settle(order_ratio, max_time=max_time / 4),
+    }
+
+
+def sim_verdicts(est: dict[str, noise.Estimate]) -> list[str]:
+    """`sim_estimates` as sentences: each says what the rounds agree on, or that they did not."""
+    return [
+        "trap 1, wrong way: " + est["wrong"].say("'no sync' looks {v:.1f}× faster than 'syncs inside' "
+                                                 "(it timed its launches only)"),
+        "trap 2, harness:   " + est["harness"].say(
+            "'syncs inside' takes {r:.2f}× the time of 'no sync' for the same kernels (the launch and sync it "
+            "cannot hide, scaled up here)", tie="the two take the same time ({r:.2f}×)"),
+        "trap 3, order:     " + est["order"].say(
+            "timed second, 'syncs inside' reports {v:.2f}× the total of 'no sync' timed first, for the same "
+            "kernels (the model predicts {pred:.2f}×; on a busy machine every synchronize also waits for "
+            "the scheduler)", pred=order_model_ratio()),
+    ]
 
 
 def sync_timeline(calls: int = 4):
@@ -354,6 +433,136 @@ def sync_timeline(calls: int = 4):
     inside = [Op(f"call {i}", SIM_LAUNCH, SIM_KERNEL, sync=True) for i in range(calls)]
     free = [Op(f"call {i}", SIM_LAUNCH, SIM_KERNEL) for i in range(calls)] + [Op("sync", 0.0, 0.0, sync=True)]
     return {"syncs inside": schedule(inside, sync_cost=SIM_SYNC), "no sync": schedule(free, sync_cost=SIM_SYNC)}
+
+
+# --- trap 3: the thread's order, on the pretend GPU and in the model ---------------------------
+
+# The pretend GPU for trap 3, scaled down so it runs in a fraction of a second: each call queues
+# ORDER_LAUNCHES kernels of ORDER_KERNEL seconds, and the queue holds ORDER_QUEUE launches (a real
+# one holds about QUEUE_DEPTH; see launch_queue). ORDER_CALLS calls are timed per variant, as
+# timeit times 1000 in the thread.
+ORDER_CALLS, ORDER_LAUNCHES, ORDER_KERNEL, ORDER_QUEUE = 12, 4, 0.002, 16
+
+
+@dataclass
+class OrderRun:
+    """timeit-style totals of two variants that run the same kernels, timed one after the other."""
+
+    order: tuple[str, str]  # which was timed first
+    totals: dict[str, float]  # seconds for ORDER_CALLS calls
+    true_total: float  # the device work of ORDER_CALLS calls
+
+    def line(self) -> str:
+        a, b = self.order
+        return (f"{a} timed first: {fmt_time(self.totals[a])}, then {b}: {fmt_time(self.totals[b])} "
+                f"(each ran {fmt_time(self.true_total)} of kernels)")
+
+
+def demo_order(first: str = "no sync", final_sync: bool = False, clock=None) -> OrderRun:
+    """Trap 3 on the pretend GPU: total each variant over ORDER_CALLS calls with a wall clock, one
+    after the other, like `timeit` in the thread. `final_sync=True` waits for the device before each
+    clock stops (what the harness does), so nothing is billed to the next variant. `clock`: the wall
+    clock, or a `launch_queue.ManualClock` for the exact numbers of the rules (tests)."""
+    if first not in ("no sync", "syncs inside"):
+        raise ValueError("first must be 'no sync' or 'syncs inside'.")
+    clock = clock or WallClock()
+    gpu = SimulatedGPU(queue_depth=ORDER_QUEUE, clock=clock)
+
+    def no_sync():
+        for _ in range(ORDER_LAUNCHES):
+            gpu.launch(ORDER_KERNEL)
+
+    def syncs_inside():
+        no_sync()
+        gpu.synchronize()
+
+    fns = {"no sync": no_sync, "syncs inside": syncs_inside}
+    order = (first, "syncs inside" if first == "no sync" else "no sync")
+    totals = {}
+    for name in order:
+        t0 = clock.now()
+        for _ in range(ORDER_CALLS):
+            fns[name]()
+        if final_sync:
+            gpu.synchronize()
+        totals[name] = clock.now() - t0
+    gpu.synchronize()
+    return OrderRun(order, totals, ORDER_CALLS * ORDER_LAUNCHES * ORDER_KERNEL)
+
+
+def order_model_ratio() -> float:
+    """What launch_queue.schedule predicts for demo_order's pretend GPU, in the thread's order."""
+    per_call = [Op("k", 0.0, ORDER_KERNEL)] * ORDER_LAUNCHES
+    a = [op for _ in range(ORDER_CALLS) for op in per_call]
+    b = [op for _ in range(ORDER_CALLS) for op in per_call[:-1] + [Op("k", 0.0, ORDER_KERNEL, sync=True)]]
+    t = schedule(a + b, queue_depth=ORDER_QUEUE)
+    first = t.slots[len(a) - 1].cpu_end
+    return (t.total - first) / first
+
+
+@dataclass
+class ThreadQueue:
+    """K. Frank's two totals explained by the queue: what the model predicts from the reported sum."""
+
+    label: str  # the reported record
+    reported: tuple[float, float]  # run_batched (no sync, timed first), run_batched2 (sync, next)
+    calls: int
+    launches_per_call: int
+    queue_depth: int
+    per_call: float  # device seconds a call, from the reported sum
+    predicted: tuple[float, float]
+
+    @property
+    def queued_calls(self) -> float:
+        """Calls' worth of work left queued when the first clock stopped, from the reported gap."""
+        return (self.reported[1] - self.reported[0]) / 2 / self.per_call
+
+    def lines(self) -> list[str]:
+        (a, b), (pa, pb) = self.reported, self.predicted
+        return [f"{self.label}",
+                f"  reported:  run_batched (no sync) {a:.2f} s, then run_batched2 (sync inside) {b:.2f} s",
+                f"  the model: {pa:.2f} s, then {pb:.2f} s  (one true cost, {self.per_call * 1e3:.2f} ms a call, "
+                f"from the sum; {self.launches_per_call} launches a call; a queue of {self.queue_depth})",
+                f"  the reported gap leaves {self.queued_calls:.0f} calls queued: "
+                f"{self.queued_calls * self.launches_per_call:.0f} launches"]
+
+
+def thread000_launches_per_call() -> int:
+    """Ops that launch work in one call of the thread's broadcast matmul, traced on `meta`
+    (2 copies, the bmm and the bias add; cuBLAS may run more than one kernel for the bmm)."""
+    from .trace import trace_ops
+
+    x = torch.empty(13, 16, 512, device="meta")
+    w, b = torch.empty(12, 512, 512, device="meta"), torch.empty(12, 512, device="meta")
+    t = trace_ops(lambda: x.unsqueeze(0) @ w.unsqueeze(1).transpose(-2, -1) + b.unsqueeze(1).unsqueeze(2))
+    return len(t.compute_ops)
+
+
+def thread000_queue(queue_depth: int = QUEUE_DEPTH, host_per_launch: float = 20e-6) -> list[ThreadQueue]:
+    """For each reported record of K. Frank's run (seed 000): the model's totals for run_batched
+    then run_batched2, when both cost the same per call and the queue holds `queue_depth` launches.
+
+    Pure arithmetic (launch_queue.schedule), the same on every machine. The one number taken from
+    the thread is the per-call cost, from the SUM of the two totals; the gap between them is then
+    the model's prediction. `host_per_launch` (an assumption: tens of µs of Python and launch a
+    kernel) only needs to be far below the device time per launch."""
+    k = thread000_launches_per_call()
+    out = []
+    for rec in results.for_lesson("01_broadcast_matmul", kinds=("reported",), gpu_only=True):
+        v = rec.lesson("01_broadcast_matmul")["headline"]["variants"]
+        first, second = v.get("broadcast matmul"), v.get("broadcast matmul (views made once)")
+        if not first or not second or "without" not in first.get("note", "").lower():
+            continue  # only the run whose first variant had no synchronize
+        n = int(first["calls"])
+        a, b = first["total_s"], second["total_s"]
+        per_call = (a + b) / (2 * n)
+        op = Op("launch", host_per_launch, per_call / k)
+        no_sync = [op] * (k * n)
+        with_sync = ([op] * (k - 1) + [Op("launch", host_per_launch, per_call / k, sync=True)]) * n
+        t = schedule(no_sync + with_sync, queue_depth=queue_depth)
+        pa = t.slots[len(no_sync) - 1].cpu_end
+        out.append(ThreadQueue(rec.label(), (a, b), n, k, queue_depth, per_call, (pa, t.total - pa)))
+    return out
 
 
 def implicit_syncs_example(x):
@@ -369,22 +578,62 @@ def implicit_syncs_example(x):
 # --- try it on your own function ---------------------------------------------------------
 
 
-def compare(fn, *args, min_run_time: float = 0.2) -> list[Timing]:
+@dataclass
+class Compared:
+    """Every wrong timer next to the harness on one function, with each ratio decided by the noise rule."""
+
+    timings: list[Timing]  # the first call, then the last round's wrong timers, then the harness
+    ratios: dict[str, noise.Ratio]  # wrong timer label -> wrong / harness, one value per round
+    rounds: int
+
+    def verdicts(self) -> list[str]:
+        out = []
+        for label, r in self.ratios.items():
+            out.append(f"{label:22s} " + r.say("reports {r:.3g}× the harness median",
+                                               tie="agrees with the harness ({r:.2f}×)"))
+        return out
+
+    def __str__(self) -> str:
+        return (timing.table(self.timings) + f"\n\nwrong / harness, over {self.rounds} alternating rounds "
+                "(the first call: one cold sample, it cannot be repeated):\n" + "\n".join(self.verdicts()))
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def compare(fn, *args, min_run_time: float = 0.05, rounds: int = noise.ROUNDS, max_time: float = 8.0) -> Compared:
     """Every wrong timer and the harness on `fn(*args)`. Use it on your own function.
 
-    (The first call here is only cold if nothing ran `fn` before in this process.)
-    """
+    The first call is timed once (it is only cold if nothing ran `fn` before in this process). The
+    other wrong timers and the harness then run in alternating rounds, and each wrong / harness
+    ratio is decided by the noise rule: said when the rounds agree, "not decided" when they do not."""
     if not callable(fn):
         raise ValueError("compare(fn, *args) needs a function first, e.g. compare(torch.mm, a, b).")
-    out = [
-        timing.wrong_first_call(fn, *args),
-        timing.wrong_no_sync(fn, *args, repeats=20),
-        timing.wrong_single_run(fn, *args),
-        timing.wrong_mean_with_cold_start(fn, *args),
-        timing.wrong_one_thread(fn, *args, min_run_time=min_run_time),
-        timing.measure(fn, *args, label="harness", min_run_time=min_run_time),
-    ]
-    return out
+    first = timing.wrong_first_call(fn, *args)
+    timers = {
+        "no sync": lambda: timing.wrong_no_sync(fn, *args, repeats=20),
+        "single run": lambda: timing.wrong_single_run(fn, *args),
+        "mean incl. cold start": lambda: timing.wrong_mean_with_cold_start(fn, *args),
+        "one CPU thread": lambda: timing.wrong_one_thread(fn, *args, min_run_time=min_run_time),
+        "harness": lambda: timing.measure(fn, *args, label="harness", min_run_time=min_run_time),
+    }
+    per: dict[str, list[float]] = {n: [] for n in timers}
+    last: dict[str, Timing] = {}
+    start, names = time.perf_counter(), list(timers)
+    for r in range(noise.MAX_ROUNDS):
+        for n in names if r % 2 == 0 else names[::-1]:
+            last[n] = timers[n]()
+            per[n].append(last[n].median)
+        done = r + 1
+        elapsed = time.perf_counter() - start
+        ratios = {n: noise.Ratio([a / h for a, h in zip(per[n], per["harness"])], num=n, den="harness")
+                  for n in names[:-1]}
+        if done < noise.MIN_ROUNDS:
+            continue
+        if (done >= rounds and all(x.decided for x in ratios.values())) or elapsed * (done + 1) / done > max_time:
+            break
+    ratios = {"first call": noise.from_timings(first, last["harness"]), **ratios}
+    return Compared([first, *(last[n] for n in names)], ratios, done)
 
 
 # --- plots' data, recorded results, and the record command ------------------------------
@@ -446,12 +695,41 @@ def record(device=None, quick: bool = False) -> dict:
     """This lesson's section of the recorded results (key "00_timing").
 
     {"quick": bool, "device": "cuda" | "cpu", "sizes": {Sizes fields},
-     "demos": {key: {"mistake", "shape", "wrong": T, "honest": T[, "flushed": T]}}}
+     "demos": {key: {"mistake", "shape", "wrong": T, "honest": T[, "flushed": T][, "paired_ratios": [r, ...]]}},
+     "sim": {"wrong" | "harness" | "order": [one ratio per round]}}
     with T = {"label", "median", "iqr", "samples", "calls_per_sample", "method"} (seconds).
     Demo keys: no_sync, first_call, data_in_timed_region, single_run,
-    mean_with_cold_start, one_thread, hot_cache.
+    mean_with_cold_start, one_thread, hot_cache. "sim" holds `sim_estimates` (the pretend GPU's traps).
     """
     dev = pick(device)
     demos = run_all(dev, min_run_time=0.02 if quick else 0.2, flush=not quick)
+    sim = sim_estimates(max_time=2.0 if quick else 6.0)
     return {"quick": bool(quick), "device": dev.type, "sizes": asdict(sizes(dev)),
-            "demos": {d.key: d.as_dict() for d in demos}}
+            "demos": {d.key: d.as_dict() for d in demos}, "sim": {k: list(e.values) for k, e in sim.items()}}
+
+
+def targets(device, section: dict) -> list[dict]:
+    """This lesson's bars, judged on its recorded section (the timing comparisons unit tests must not make).
+
+    Each value is the median of paired rounds. Bars: fresh random data costs more than the op it feeds
+    (> 1.2×, on any device); on the pretend GPU, trap 1's wrong way ranks 'no sync' faster (model 5.2×,
+    bar 1.67×), trap 2's sync inside costs at least 80% of its launch and sync (model 1.30×, bar 1.24×),
+    and trap 3's second-timed variant reports more than the first (model 2.0×, bar 1.5×)."""
+    import statistics
+
+    out = []
+    rand = section.get("demos", {}).get("data_in_timed_region")
+    if rand:
+        r = statistics.median(rand.get("paired_ratios") or [rand["wrong"]["median"] / rand["honest"]["median"]])
+        out.append({"name": "00 randn inside the timed call / the op alone", "value": r, "bar": "> 1.2 (any device)",
+                    "ok": r > 1.2})
+    sim = section.get("sim", {})
+    bars = {"wrong": ("00 pretend GPU, trap 1: wrong way's 'syncs inside' / 'no sync'", 1 / 0.6),
+            "harness": ("00 pretend GPU, trap 2: harness's 'syncs inside' / 'no sync'",
+                        1 + 0.8 * (SIM_LAUNCH + SIM_SYNC) / SIM_KERNEL),
+            "order": ("00 pretend GPU, trap 3: second-timed total / first, thread's order", 1.5)}
+    for key, (name, bar) in bars.items():
+        if sim.get(key):
+            v = statistics.median(sim[key])
+            out.append({"name": name, "value": v, "bar": f">= {bar:.3g} (any machine)", "ok": v >= bar})
+    return out

@@ -40,7 +40,9 @@ def einsum(x, weight, bias):
 
 
 def stacked_bmm(x, weight, bias):
-    """One batched GEMM: every module sees the same rows of x (an expanded view), bias fused."""
+    """One batched GEMM: every module sees the same rows of x (an expanded view). The bias is not
+    fused: baddbmm first copies the expanded bias into its output (on every backend), then the GEMM
+    adds into it with beta = 1."""
     m = weight.shape[0]
     i, b, k = x.shape
     rows = x.reshape(1, i * b, k).expand(m, -1, -1)
@@ -112,8 +114,10 @@ def thread_weight_copy_bytes(p: dict = THREAD_SHAPE, dtype=torch.float32) -> int
 
 # --- recorded results ---------------------------------------------------------------------
 
-SWEEPS_GPU = {"num_modules": [1, 2, 4, 8, 12, 16, 32, 64], "embed_dims": [64, 128, 256, 512, 1024, 2048]}
-SWEEPS_CPU = {"num_modules": [1, 2, 4, 8, 12, 16], "embed_dims": [32, 64, 128, 256, 512]}
+SWEEPS_GPU = {"num_modules": [1, 2, 4, 8, 12, 16, 32, 64], "embed_dims": [64, 128, 256, 512, 1024, 2048],
+              "num_inputs": [1, 2, 4, 8, 13, 26, 52]}
+# num_inputs: the notebook's "one input to many" question, replayed from here (too slow to sweep live on a CPU)
+SWEEPS_CPU = {"num_modules": [1, 2, 4, 8, 12, 16], "embed_dims": [32, 64, 128, 256, 512], "num_inputs": [1, 2, 4, 8, 16]}
 
 
 def record(device, quick: bool = False) -> dict:

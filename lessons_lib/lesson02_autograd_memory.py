@@ -466,6 +466,25 @@ def record(device, quick: bool = False) -> dict:
     return out
 
 
+def targets(device, section: dict) -> list[dict]:
+    """This lesson's bars (see record.targets): timings that unit tests must not judge on a busy machine.
+
+    The meta analysis of the thread's full shape (ledger of a 1 GiB saved copy, nothing allocated) takes
+    at most 1 s (the median of 5 tries, after torch's one-off meta set-up), on any machine."""
+    import statistics
+
+    x, W = thread_inputs()
+    memory.ledger(broadcast_matmul, *thread_inputs({"batch": 8, "groups": 2, "dim": 4}))  # one-off set-up
+    tries = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        memory.ledger(broadcast_matmul, x, W)
+        tries.append(time.perf_counter() - t0)
+    value = statistics.median(tries)
+    return [{"name": "02 meta ledger of the thread's full shape (s)", "value": value, "bar": "<= 1 (any machine)",
+             "ok": value <= 1.0}]
+
+
 def recorded_reproductions() -> list[tuple[str, dict]]:
     """(label, the thread's experiment) from every recorded GPU file that has it: measured with the
     course harness, or reported in the thread (the label says which)."""

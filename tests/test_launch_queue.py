@@ -4,7 +4,7 @@ import time
 import pytest
 import torch
 
-from lessons_lib.launch_queue import Op, SimulatedGPU, schedule
+from lessons_lib.launch_queue import ManualClock, Op, SimulatedGPU, schedule
 from lessons_lib.syncs import host_syncs
 
 
@@ -42,29 +42,58 @@ def test_bad_times_are_refused():
 
 
 def test_simulated_gpu_launch_returns_at_once_and_synchronize_waits():
-    gpu = SimulatedGPU()
-    t0 = time.perf_counter()
+    # On a manual clock time passes only when the pretend GPU makes the host wait: exact numbers,
+    # however busy the machine is.
+    clock = ManualClock()
+    gpu = SimulatedGPU(clock=clock)
     for _ in range(3):
         gpu.launch(0.02)
-    assert time.perf_counter() - t0 < 0.01
+    assert clock.now() == 0.0  # the launches only queued work
+    assert gpu.pending == 3
     gpu.synchronize()
-    assert time.perf_counter() - t0 >= 0.06
+    assert clock.now() == pytest.approx(0.06)
+    assert gpu.pending == 0
 
 
 def test_simulated_gpu_blocks_when_its_queue_is_full():
-    gpu = SimulatedGPU(queue_depth=2)
-    t0 = time.perf_counter()
+    clock = ManualClock()
+    gpu = SimulatedGPU(queue_depth=2, clock=clock)
     for _ in range(3):
         gpu.launch(0.02)
-    assert time.perf_counter() - t0 >= 0.02  # the third launch waited for a free slot
+    assert clock.now() == pytest.approx(0.02)  # the third launch waited for the first to finish
     gpu.synchronize()
+    assert clock.now() == pytest.approx(0.06)
 
 
-def test_simulated_gpu_charges_its_launch_cost():
-    gpu = SimulatedGPU(launch_cost=0.01)
-    t0 = time.perf_counter()
+def test_simulated_gpu_charges_its_launch_and_sync_costs():
+    clock = ManualClock()
+    gpu = SimulatedGPU(launch_cost=0.01, sync_cost=0.001, clock=clock)
     gpu.launch(0.0)
-    assert time.perf_counter() - t0 >= 0.01
+    assert clock.now() == pytest.approx(0.01)
+    gpu.synchronize()
+    assert clock.now() == pytest.approx(0.011)
+
+
+def test_simulated_gpu_follows_the_model_on_a_manual_clock():
+    ops = [Op("a", 0.001, 0.004), Op("b", 0.001, 0.004), Op("c", 0.001, 0.004, sync=True)]
+    clock = ManualClock()
+    gpu = SimulatedGPU(queue_depth=2, launch_cost=0.001, clock=clock)
+    for op in ops:
+        gpu.launch(op.gpu)
+        if op.sync:
+            gpu.synchronize()
+    assert clock.now() == pytest.approx(schedule(ops, queue_depth=2).cpu_end)
+
+
+def test_simulated_gpu_on_the_wall_clock_waits_at_least_its_queued_work():
+    # Only lower bounds on the wall clock: a busy machine can make waits longer, never shorter.
+    gpu = SimulatedGPU(launch_cost=0.002)
+    t0 = time.perf_counter()
+    for _ in range(3):
+        gpu.launch(0.01)
+    assert time.perf_counter() - t0 >= 0.006
+    gpu.synchronize()
+    assert time.perf_counter() - t0 >= 0.032
 
 
 def test_simulated_gpu_refuses_a_zero_queue():

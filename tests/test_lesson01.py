@@ -301,3 +301,13 @@ def test_record_quick_on_cpu(monkeypatch, one_thread):
         for series in sweep["variants"].values():
             assert len(series["median"]) == len(sweep["values"])
             assert all(m > 0 for m in series["median"])
+
+
+def test_stacked_bmm_source_says_the_bias_is_copied_not_fused():
+    # baddbmm's structured meta function copies `self` into the output when beta != 0, for every
+    # backend (common_checks_baddbmm_bmm in aten/src/ATen/native/LinearAlgebra.cpp); the trace sees it.
+    doc = L.stacked_bmm.__doc__
+    assert "bias fused" not in doc and "copies the expanded bias" in doc
+    t = L.LESSON.traces(L.THREAD_SHAPE)["stacked bmm"]
+    (gemm,) = t.gemms
+    assert gemm.name == "baddbmm" and t.copied_bytes == 12 * 13 * 16 * 512 * 4  # the bias, expanded to the output

@@ -1,6 +1,5 @@
 """Tests of lessons_lib.memory against numbers worked out by hand (seed 004's shapes)."""
 import resource
-import time
 
 import matplotlib
 
@@ -154,10 +153,7 @@ def test_full_seed_shape_on_meta_is_fast_and_allocates_nothing():
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     _, W = trace.on_meta(*inputs(2))
     x = torch.empty(8192, 512, device="meta", requires_grad=True)
-    start = time.perf_counter()
-    led = memory.ledger(broadcast_matmul, x, W)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0
+    led = memory.ledger(broadcast_matmul, x, W)  # its time is a recorded target (lesson 02's targets)
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) * 1024 < 2**28
     assert led.largest().bytes == 8192 * 8 * 64 * 64 * 4 == 1073741824
     assert led.table() == EXPECTED_SEED_TABLE
