@@ -103,6 +103,19 @@ def _nvidia_smi_processes() -> list[tuple[int, int]] | None:
     return [(int(pid), int(float(mib))) for pid, mib in rows if pid.strip().isdigit()]
 
 
+def _torch_gpu_processes() -> list[tuple[int, int]] | None:
+    """The same list from `torch.cuda.list_gpu_processes` (NVML through pynvml), or None without it."""
+    import torch
+
+    try:
+        text = torch.cuda.list_gpu_processes(0)
+    except Exception:
+        return None
+    if "process" not in text and "no processes" not in text:  # e.g. "pynvml module not found"
+        return None
+    return [(int(pid), int(float(mb))) for pid, mb in re.findall(r"process\s+(\d+) uses\s+([0-9.]+) MB", text)]
+
+
 def probe_gpu_users() -> dict:
     """Who else is on the GPU: processes nvidia-smi sees, and memory in use that this process does not hold.
 
@@ -112,6 +125,8 @@ def probe_gpu_users() -> dict:
     import torch
 
     procs = _nvidia_smi_processes()
+    if procs is None:
+        procs = _torch_gpu_processes()
     others = None if procs is None else [(pid, mib) for pid, mib in procs if pid != os.getpid()]
     free, total = torch.cuda.mem_get_info(0)
     used_by_others = total - free - torch.cuda.memory_reserved(0)

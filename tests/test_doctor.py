@@ -270,3 +270,15 @@ def test_simulated_gpu_shared_with_another_tenant_warns(monkeypatch):
     monkeypatch.setattr(doctor, "_nvidia_smi_processes", lambda: [(1, 5120), (99999999, 10)])
     busy = doctor.check_gpu(colab=False)[1]
     assert busy.status == doctor.WARN and "2 other process(es)" in busy.detail
+
+
+def test_gpu_processes_from_torch_when_there_is_no_nvidia_smi(monkeypatch):
+    """torch.cuda.list_gpu_processes' printout (NVML via pynvml) is the fallback; its 'no pynvml' line is not a list."""
+    text = "GPU:0\nprocess      31337 uses     5120.000 MB GPU memory\nprocess          7 uses       12.500 MB GPU memory"
+    monkeypatch.setattr(torch.cuda, "list_gpu_processes", lambda device=None: text)
+    assert doctor._torch_gpu_processes() == [(31337, 5120), (7, 12)]
+    monkeypatch.setattr(torch.cuda, "list_gpu_processes", lambda device=None: "GPU:0\nno processes are running")
+    assert doctor._torch_gpu_processes() == []
+    monkeypatch.setattr(torch.cuda, "list_gpu_processes",
+                        lambda device=None: "pynvml module not found, please install nvidia-ml-py")
+    assert doctor._torch_gpu_processes() is None
