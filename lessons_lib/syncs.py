@@ -59,7 +59,7 @@ CUDA_KERNEL_SYNCS = {
     "_linalg_check_errors": ("BatchLinearAlgebra.cpp, _linalg_check_errors: reads `info` on the host",
                              "linalg.inv/cholesky/solve...; the *_ex variants skip it", "2.13"),
     "nonzero": ("cuda/Nonzero.cu, nonzero_cuda_out_impl: at::cuda::memcpy_and_sync of the count",
-                "always (nonzero_static does not)", "src"),
+                "always; nonzero_static does not", "src"),
     "repeat_interleave": ("Repeat.h, repeat_interleave_common: cumsum[-1].item() and a repeats >= 0 check",
                           "without output_size=", "src; 2.13"),
     "one_hot": ("Onehot.cpp, one_hot: self.max().item()", "without num_classes (with it, CUDA relies on "
