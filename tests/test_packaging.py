@@ -56,3 +56,13 @@ def test_requirements_txt_has_every_course_dependency_of_pyproject_with_its_floo
 def test_environment_yml_has_every_course_dependency_of_pyproject_with_its_floor():
     listed = _listed("environment.yml")
     assert {n: listed.get(n) for n in _pyproject()} == _pyproject()
+
+
+def test_readme_gives_the_cpu_install_before_command_1_and_ends_command_1_in_the_working_copy():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"## Two commands.*?```bash\n(.*?)```", readme, re.S).group(1)
+    commands = [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert commands[0] == "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    assert commands[1] == "pip install -r requirements.txt && python -m lessons_lib.workspace"
+    assert commands[2] == 'pip install -e ".[test]" && python -m pytest'
+    assert "--allow-root" in readme and "root" in readme[readme.index("--allow-root") - 300:]
