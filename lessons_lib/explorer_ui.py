@@ -47,6 +47,10 @@ class ExplorerUI:
     _ui = None
     _worker: threading.Thread | None = None
     _done_note = ""
+    _following = False  # the menu is being set by the explorer itself, not the reader
+    _was_showing: str | None = None  # the record shown before a Run or Sweep switched the menu back
+    _stopped_note = ""
+    _t_measure = 0.0
 
     def widget(self):
         if self._ui is None:
@@ -88,7 +92,7 @@ class ExplorerUI:
         import base64
 
         figs = []
-        for rec in results.for_lesson(self.lesson.key):
+        for rec in self.records():
             figs = self.replay(rec)
             if figs:
                 break
@@ -111,8 +115,12 @@ class ExplorerUI:
         self.dtype_w = W.Dropdown(options=list(DTYPES), value="float32", description="dtype", style=style)
         devices = ["cuda", "cpu"] if has_cuda() else ["cpu"]
         self.device_w = W.Dropdown(options=devices, value=self.device.type, description="device", style=style)
-        recs = results.for_lesson(self.lesson.key)
-        self._recorded = {r.short(): r for r in recs}
+        self._recorded = {}
+        for r in self.records():  # a unique menu name each (two files may share a GPU and a kind)
+            name, i = r.short(), 2
+            while name in self._recorded:
+                name, i = f"{r.short()} ({i})", i + 1
+            self._recorded[name] = r
         self.source_w = W.Dropdown(options=[THIS_MACHINE, *self._recorded], value=THIS_MACHINE,
                                    description="results from", style=style, layout=W.Layout(width="620px"))
         self.sweep_w = W.Dropdown(options=[(p.label, p.name) for p in self.lesson.params], description="sweep over",
@@ -123,16 +131,17 @@ class ExplorerUI:
         self.progress = W.IntProgress(value=0, min=0, max=1, description="", layout=W.Layout(width="300px"))
         self.status = W.HTML("")
         self.out = W.Output()
-        self.run_b.on_click(lambda _b: self._act(self._do_run))
-        self.sweep_b.on_click(lambda _b: self._act(self._do_sweep))
+        self.run_b.on_click(lambda _b: self._act(self._do_run, measures=True))
+        self.sweep_b.on_click(lambda _b: self._act(self._do_sweep, measures=True))
         self.stop_b.on_click(lambda _b: self._request_stop())
-        self.source_w.observe(lambda _c: self._act(self._do_replay), names="value")
+        self.source_w.observe(self._on_source, names="value")
         note = "" if has_cuda() else (
             "<i>No CUDA GPU here: runs use the CPU. Under “results from”, recorded GPU figures replay, each "
             "labelled measured, reported (from the forum thread) or model (datasheet roofline).</i>")
-        budgets = (f"<i>Run refuses above about {fmt_time(self.run_budget)}, Sweep above "
-                   f"{fmt_time(self.sweep_budget)} (estimated before anything runs); Stop ends after the "
-                   "current measurement.</i>")
+        budgets = (f"<i>Run and Sweep measure this machine ({html.escape(describe(self.device).name)}). "
+                   f"Run refuses above about {fmt_time(self.run_budget)}, Sweep above {fmt_time(self.sweep_budget)} "
+                   "(estimated on this machine first, from a few calls at a small shape); Stop ends after the "
+                   "current measurement and keeps a sweep's finished points.</i>")
         return W.VBox([
             W.HTML(f"<b>{self.lesson.title}</b> — {describe(self.device).line()}<br>{note}"),
             *self.sliders.values(),
@@ -158,21 +167,36 @@ class ExplorerUI:
 
     # --- the actions ----------------------------------------------------------------------
     def _announce(self, seconds: float, what: str) -> None:
-        """Called by run/sweep once the estimate passed the budget, before anything allocates."""
+        """Called by run/sweep once the estimate passed the budget, before the timed part."""
         self._estimated = seconds
+        self._t_measure = time.perf_counter()
         if self._ui is not None:
-            self.status.value = (f"<i>{what}: about {fmt_time(seconds)} or more (estimated from the roofline "
-                                 "floor, a lower bound)… Stop ends it after the current measurement.</i>")
+            self.status.value = (f"<i>{what} on this machine ({html.escape(describe(self.device).name)}): about "
+                                 f"{fmt_time(seconds)} (estimated here, now)… Stop ends it after the current "
+                                 "measurement.</i>")
 
     def _request_stop(self):
         self._stop.set()
         self.status.value = "<i>stopping after the current measurement…</i>"
 
-    def _act(self, action, background: bool = True):
-        """Run an action; returns its thread (or None when run in place)."""
+    def _on_source(self, _change):
+        if not self._following:
+            self._act(self._do_replay)
+
+    def _act(self, action, background: bool = True, measures: bool = False):
+        """Run an action; returns its thread (or None when run in place). An action that measures
+        (Run, Sweep) turns the "results from" menu back to this machine first, and says so."""
         if self._worker is not None and self._worker.is_alive():
             self.status.value = "<i>still working: press Stop first</i>"
             return None
+        self._was_showing = None
+        if measures and self.source_w.value != THIS_MACHINE:
+            self._was_showing = self.source_w.value
+            self._following = True  # not a replay: the observer ignores this change
+            try:
+                self.source_w.value = THIS_MACHINE
+            finally:
+                self._following = False
         self._stop.clear()
         self.status.value = "<i>working…</i>"
         self.run_b.disabled = self.sweep_b.disabled = True
@@ -188,7 +212,7 @@ class ExplorerUI:
         """Everything inside one try block: a refusal (bad input, too big, over budget) or a stop
         becomes one line of status; an unexpected error one line naming it, its traceback folded
         under "details". Outputs go through `append_*`, which is safe from a thread."""
-        self._estimated, self._done_note = None, ""
+        self._estimated, self._done_note, self._stopped_note = None, "", ""
         t0 = time.perf_counter()
         try:
             self.out.outputs = ()  # (clear_output would route through the kernel's current cell)
@@ -213,15 +237,29 @@ class ExplorerUI:
     def _done_line(self, seconds: float) -> str:
         if self._estimated is None:  # a replay: nothing was timed
             return self._done_note
-        done = _line(f"✓ done in {fmt_time(seconds)} (estimated from the floor: {fmt_time(self._estimated)})",
-                     "#070")
+        took = time.perf_counter() - self._t_measure
+        when = (f"took {fmt_time(took)} on this machine (estimated {fmt_time(self._estimated)}); "
+                f"{fmt_time(seconds)} in all, with estimating and drawing")
+        done = (_line(f"■ {self._stopped_note} ({when})", "#b60") if self._stopped_note
+                else _line(f"✓ done: {when}", "#070"))
         return done + (f"<br>{self._done_note}" if self._done_note else "")
+
+    def _measuring_line(self) -> str:
+        """The first line a Run or Sweep prints: what it measures, and what the menu showed before."""
+        line = f"Measuring this machine: {describe(self.device).line()}."
+        if self._was_showing:
+            line += f" (“results from” was showing {self._was_showing}; it now says “{THIS_MACHINE}”.)"
+        return line
 
     def _do_run(self):
         run, fig = self.run(self.dtype_w.value, self.device_w.value, stop=self._stop.is_set, **self._params())
-        notes = [_line(self.regime_line(run), "#333"), _noise_line(list(run.timings.values()))]
+        took = time.perf_counter() - self._t_measure
+        winner = self.winner_line(run)  # may re-measure the top two: after the run's own time is taken
+        self._t_measure = time.perf_counter() - took
+        notes = [_line(winner, "#333"), _line(self.regime_line(run), "#333"),
+                 _noise_line(list(run.timings.values()))]
         self._done_note = "<br>".join(n for n in notes if n)
-        return ([fig, run.table(self.lesson.baseline), self.regime_table(run)]
+        return ([self._measuring_line(), fig, run.table(self.lesson.baseline), self.regime_table(run)]
                 + ([run.metrics_table()] if run.metrics else []))
 
     def _do_sweep(self):
@@ -231,15 +269,43 @@ class ExplorerUI:
         self.progress.value = 0
         sw, fig = self.sweep(self.sweep_w.value, dtype=self.dtype_w.value, device=self.device_w.value,
                              on_step=step, stop=self._stop.is_set, **self._params())
+        if sw.stopped:
+            self._stopped_note = (f"stopped after {len(sw.values)} of {len(sw.planned)} points: the figure shows "
+                                  "the points measured")
         self._done_note = _noise_line([t for r in sw.runs for t in r.timings.values()])
-        return [fig, self.sweep_regimes(sw)]
+        return [self._measuring_line(), fig, self.sweep_regimes(sw)]
 
     def _do_replay(self):
         if self.source_w.value == THIS_MACHINE:
             return ["Press Run or Sweep to measure on this machine."]
         rec = self._recorded[self.source_w.value]
+        shape = self.replay_params(rec)
+        moved = self._follow(shape)
+        figs = self.replay(rec)
         regimes = self.replay_regimes(rec)
-        return [rec.label(), rec.figure_note(), *self.replay(rec), *([regimes] if regimes else [])]
+        where = (f"The sliders now show the record's shape: {', '.join(f'{k}={v}' for k, v in shape.items())}"
+                 + ("" if moved else " (no slider moved)") + ". Run measures this machine at that shape."
+                 if shape else "The record does not state a full shape: the sliders are unchanged.")
+        if not figs:
+            figs = ["(this record holds no figure for this lesson)"]
+        return [rec.label(), rec.figure_note(), where, *figs, *([regimes] if regimes else [])]
+
+    def _follow(self, shape: dict) -> bool:
+        """Move the sliders to a record's shape (a value a selection slider lacks is added to it)."""
+        moved = False
+        for name, value in shape.items():
+            s = self.sliders.get(name)
+            if s is None or not isinstance(value, int) or s.value == value:
+                continue
+            if hasattr(s, "options"):  # SelectionSlider of (label, value) pairs
+                values = [v for _label, v in s.options]
+                if value not in values:
+                    s.options = [(str(v), v) for v in sorted({*values, value})]
+            else:
+                s.max, s.min = max(s.max, value), min(s.min, value)
+            s.value = value
+            moved = True
+        return moved
 
 
 def _noise_line(timings) -> str:

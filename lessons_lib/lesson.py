@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
@@ -17,7 +18,7 @@ import torch
 
 from . import roofline, timing
 from .display import text_table
-from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, has_cuda, oom_guard, pick
+from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, has_cuda, oom_guard, pick, synchronize
 from .grading import rel_error
 from .trace import OpTrace, on_meta, trace_ops
 
@@ -86,6 +87,13 @@ class Lesson:
     # Optional numbers beyond time, per variant: metrics(fn, *inputs) -> {"name (unit)": value}.
     # Lesson.run records them on the run's inputs; the explorer tabulates and plots them.
     metrics: Callable[..., dict[str, float]] | None = None
+    # Where this lesson's thread figures are stored, when another lesson holds them (two lessons from
+    # one thread): the explorer also lists that key's *reported* records.
+    reported_from: str | None = None
+    # model_work(params, dtype) -> {variant: Work}: GPU-only variants for model files (a graph replay,
+    # say), whose work the op trace of a CPU variant does not show. `record --model` adds them.
+    model_work: Callable[[dict, torch.dtype], dict] | None = None
+    _work_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -206,8 +214,15 @@ class Lesson:
 
     # --- work and timing ----------------------------------------------------------------
     def work(self, params: dict, dtype: torch.dtype = torch.float32) -> dict[str, roofline.Work]:
-        """FLOPs, bytes and launches of each variant, from op traces on `meta` (no allocation)."""
-        return {n: roofline.Work.from_trace(t) for n, t in self.traces(params, dtype).items()}
+        """FLOPs, bytes and launches of each variant, from op traces on `meta` (no allocation).
+        Cached per shape, dtype and variant functions: estimate, run and floors share one trace."""
+        dtype = check_dtype(dtype)
+        key = (tuple(sorted(params.items())), dtype, tuple((v.name, id(v.fn)) for v in self.variants))
+        if key not in self._work_cache:
+            if len(self._work_cache) > 256:
+                self._work_cache.clear()
+            self._work_cache[key] = {n: roofline.Work.from_trace(t) for n, t in self.traces(params, dtype).items()}
+        return dict(self._work_cache[key])
 
     def traces(self, params: dict, dtype: torch.dtype = torch.float32) -> dict[str, "OpTrace"]:
         """Each variant's op trace at `params`, on `meta`: any shape, nothing allocated."""
@@ -247,6 +262,104 @@ class Lesson:
             total += (timing.WARMUP_CALLS + timing.MIN_SAMPLES) * per_call + min_run_time
         return total * points
 
+    # --- the explorer's estimate: calls timed at a small shape, now, scaled by the model -----------
+    def calibration_shapes(self, params: dict, dtype=torch.float32, device=None, variants=None) -> dict[str, list]:
+        """Per variant, the shapes from `params` down (halving the parameter furthest above its lower
+        bound) until that variant's floor is at most CALIBRATION_FLOOR, smallest first."""
+        dev = check_device(device)
+        dtype = check_dtype(dtype)
+        full = self.check(params, dev, dtype, memory=False)
+        peaks = roofline.measure_peaks(dev, dtype)
+        out = {}
+        for name in self.variant_names(variants):
+            chain = [full]
+            for _ in range(64):
+                shape = chain[-1]
+                if peaks.floor(self.work(shape, dtype)[name]) <= CALIBRATION_FLOOR:
+                    break
+                for p in sorted((p for p in self.params if shape[p.name] > p.lo),
+                                key=lambda p: shape[p.name] / max(p.lo, 1), reverse=True):
+                    trial = {**shape, p.name: max(p.lo, shape[p.name] // 2)}
+                    try:
+                        self.check(trial, dev, dtype, memory=False)
+                    except ValueError:  # the lesson's own domain rule (say, divisibility): try another
+                        continue
+                    chain.append(trial)
+                    break
+                else:
+                    break
+            out[name] = chain[::-1]
+        return out
+
+    def calibrate(self, params: dict, device=None, dtype=torch.float32, variants=None) -> "Calibration":
+        """Time each variant on this machine, now: first at the smallest of its `calibration_shapes`
+        (one untimed call, then the median of a few), then up the chain toward `params` while the
+        next shape's call is predicted under CALIBRATION_CALL seconds: caches, page faults and
+        threads change a call's efficiency with its size, so the nearer the shape, the better
+        `predict` scales. (A trend fitted from two shapes was tried: on a loaded machine their
+        noise made it swing 100×.) Metrics and making the inputs are timed too."""
+        dev = check_device(device)
+        dtype = check_dtype(dtype)
+        chains = self.calibration_shapes(params, dtype, dev, variants)
+        peaks = roofline.measure_peaks(dev, dtype)
+        points, metric_s, inputs_s = {}, {}, {}
+        with oom_guard(dev, what=f"{self.title} (estimating the run time)"):
+            for name, chain in chains.items():
+                pts = []
+                for shape in chain:
+                    floor = peaks.floor(self.work(shape, dtype)[name])
+                    if pts and pts[-1][2] * floor / max(pts[-1][1], 1e-12) > CALIBRATION_CALL:
+                        break
+                    self.check(shape, dev, dtype)  # it fits: smaller than params, which was checked
+                    call, metric_s[name], inputs_s[name] = self._time_once(name, shape, dev, dtype)
+                    pts.append((shape, floor, call))
+                points[name] = pts[-1:]
+        return Calibration(points, dtype, dev.type, metric_s, inputs_s, peaks)
+
+    def _time_once(self, name: str, shape: dict, dev, dtype) -> tuple[float, float, float]:
+        """(seconds of a call, of the metrics, of making the inputs) at one shape."""
+        t0 = time.perf_counter()
+        inputs = self.make_inputs(shape, dev, dtype)
+        synchronize(dev)
+        inputs_s = time.perf_counter() - t0
+        v = self.variant(name)
+        fn = self.call(v.fn)  # unprepared: a compiled or captured variant is not slower than this
+        t0 = time.perf_counter()
+        fn(*inputs)  # first-call costs (allocations, lazy init) are not the steady state
+        synchronize(dev)
+        first = time.perf_counter() - t0
+        times = []
+        for _ in range(CALIBRATION_CALLS if first < 0.03 else 1):  # a slow call: one is enough
+            t0 = time.perf_counter()
+            fn(*inputs)
+            synchronize(dev)
+            times.append(time.perf_counter() - t0)
+        metric = 0.0
+        if self.metrics is not None:
+            self.metrics(v.fn, *inputs)  # its first call may fill caches the run then reuses
+            t0 = time.perf_counter()
+            self.metrics(v.fn, *inputs)
+            metric = time.perf_counter() - t0
+        return statistics.median(times), metric, inputs_s  # one call descheduled by the load is not typical
+
+    def predict(self, cal: "Calibration", params: dict, variants=None, min_run_time: float = 0.2,
+                max_time: float | None = None) -> float:
+        """Seconds `run(params)` will take on this machine: each variant's call at its largest
+        calibration shape, scaled by its floor's growth to `params` (the roofline's work ratio), run
+        through the harness's own schedule (`harness_seconds`); plus its metrics and making the
+        inputs, scaled alike."""
+        full = self.check(params, cal.device, cal.dtype, memory=False)
+        total = 0.0
+        for n in self.variant_names(variants):
+            pts = cal.points[n]
+            shape, f_small, call = pts[-1]
+            f_full = cal.peaks.floor(self.work(full, cal.dtype)[n])
+            ratio = f_full / f_small if f_small > 0 else 1.0
+            grow = max(self.peak_bytes(full, cal.dtype), 1) / max(self.peak_bytes(shape, cal.dtype), 1)
+            total += cal.inputs_s[n] * grow + cal.metric_s[n] * ratio
+            total += harness_seconds(call * ratio, min_run_time, max_time)
+        return total
+
     def run(self, params: dict, device=None, dtype=torch.float32, variants=None, min_run_time=0.2,
             stop: Callable[[], bool] | None = None, max_time: float | None = None) -> "Run":
         """Time each variant at one shape with the harness; refuses shapes that don't fit.
@@ -285,8 +398,11 @@ class Lesson:
 
     def sweep(self, param: str, values: list[int], base: dict | None = None, device=None, dtype=torch.float32,
               variants=None, min_run_time=0.1, progress=True, on_step=None,
-              stop: Callable[[], bool] | None = None, max_time: float | None = None) -> "Sweep":
-        """Run at each value of one parameter. Every shape is checked before the first runs."""
+              stop: Callable[[], bool] | None = None, max_time: float | None = None,
+              keep_partial: bool = False) -> "Sweep":
+        """Run at each value of one parameter. Every shape is checked before the first runs.
+        keep_partial: when `stop` ends it, return the points finished so far (`Sweep.stopped`)
+        instead of raising `Stopped` (which it still does when no point finished)."""
         dev = check_device(device)
         dtype = check_dtype(dtype)
         self.param(param)
@@ -303,7 +419,12 @@ class Lesson:
         runs = []
         try:
             for i, shape in enumerate(shapes):
-                runs.append(self.run(shape, dev, dtype, names, min_run_time, stop=stop, max_time=max_time))
+                try:
+                    runs.append(self.run(shape, dev, dtype, names, min_run_time, stop=stop, max_time=max_time))
+                except Stopped:
+                    if not (keep_partial and runs):
+                        raise
+                    return Sweep(self.key, param, values[:len(runs)], runs, stopped=True, planned=values)
                 if bar is not None:
                     bar.update(1)
                 if on_step:
@@ -392,8 +513,10 @@ class Run:
 class Sweep:
     lesson: str
     param: str
-    values: list[int]
+    values: list[int]  # the values measured (all of them, unless stopped)
     runs: list[Run]
+    stopped: bool = False  # Stop ended it: `values` are the points finished before
+    planned: list[int] | None = None  # every value asked for, when stopped
 
     def medians(self) -> dict[str, list[float]]:
         names = self.runs[0].timings.keys()
@@ -418,6 +541,48 @@ def metrics_table(metrics: dict[str, dict[str, float]]) -> str:
     rows = [("variant", *names)]
     rows += [(v, *(f"{per[m]:.3g}" if m in per else "-" for m in names)) for v, per in metrics.items()]
     return text_table(rows, numbers=True)
+
+
+CALIBRATION_FLOOR = 0.005  # seconds: a variant's floor at its smallest calibration shape
+CALIBRATION_CALL = 0.1  # seconds: calibration goes up toward the asked shape while a call is predicted under this
+CALIBRATION_CALLS = 3  # timed calls per shape (after one untimed), when a call is fast
+_TIMER_OVERHEAD = 1e-6  # seconds torch's Timer spends around a block (its block-size search aims at 1e-4 of it)
+
+
+@dataclass
+class Calibration:
+    """Calls of each variant timed on this machine, now, at small shapes (`Lesson.calibrate`)."""
+
+    points: dict[str, list[tuple[dict, float, float]]]  # variant -> [(shape, floor, seconds a call)] at its last shape
+    dtype: torch.dtype
+    device: str
+    metric_s: dict[str, float]  # variant -> seconds of the lesson's metrics (0 without metrics)
+    inputs_s: dict[str, float]  # variant -> seconds to make the inputs at its last shape
+    peaks: roofline.Peaks
+
+
+def harness_seconds(per_call: float, min_run_time: float, max_time: float | None = None) -> float:
+    """Wall time `timing.measure` takes on a call of `per_call` seconds: its warm-up calls; torch's
+    block-size search (1, 10, 100… calls until a block is long enough); blocks until `min_run_time`;
+    then one-block samples up to `timing.MIN_SAMPLES`, each after `Timer.timeit`'s own warm-up
+    (max(number // 100, 2) calls, torch/utils/benchmark/utils/timer.py). Capped by `max_time`."""
+    c = max(per_call, 1e-7)
+    total, number = timing.WARMUP_CALLS * c, 1
+    while True:  # Timer._estimate_block_size
+        block = number * c
+        total += block
+        if (_TIMER_OVERHEAD / block <= 1e-4 and block >= min_run_time / 1000) or block > min_run_time:
+            break
+        number *= 10
+    blocks = max(1, math.ceil(min_run_time / block))
+    total += blocks * block
+    if blocks < timing.MIN_SAMPLES:
+        total += (timing.MIN_SAMPLES - blocks) * (block + max(number // 100, 2) * c)
+    if max_time is not None:  # measure stops past max_time, but only in its sample loop, after two samples
+        sample = block + max(number // 100, 2) * c
+        floor = timing.WARMUP_CALLS * c + 2 * block + blocks * block + max(0, 2 - blocks) * sample
+        total = min(total, max(floor, max_time + sample))
+    return total
 
 
 def crossover(values: list[int], a: list[float], b: list[float]) -> int | None:
@@ -448,5 +613,5 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, leave=False)
 
 
-__all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "Check", "Stopped", "crossover", "metrics_table", "DTYPES",
+__all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "Check", "Stopped", "Calibration", "harness_seconds", "crossover", "metrics_table", "DTYPES",
            "DoesNotFit", "check_device", "check_dtype", "fmt_bytes"]

@@ -113,7 +113,15 @@ LESSON = Lesson(
     reduction=lambda p: max(p["layers"], p["batch"]),  # dw sums over the batch
     baseline="eager",
     odd_shapes=ODD_SHAPES,
+    reported_from=SEED_KEY,  # the thread's graphed speed-ups replay in this explorer too
+    model_work=lambda p, dt: graphed_work(p, dt),
 )
+
+
+def graphed_work(params: dict, dtype=torch.float32) -> dict:
+    """Model files' "CUDA graph" variant: the eager step's FLOPs and bytes, issued by the host in one
+    graph launch (`record --model`; the device's own gaps between kernels are not modelled)."""
+    return {"CUDA graph": dataclasses.replace(LESSON.work(params, dtype)["eager"], launches=1)}
 
 
 # --- the launch model -------------------------------------------------------------------------------

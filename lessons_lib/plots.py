@@ -42,14 +42,16 @@ def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=No
     spread = [t.iqr / 2 / scale for t in timings]
     ax.barh(ys, [t.median / scale for t in timings], xerr=spread if any(spread) else None,  # a model has none
             color=color, alpha=0.8, capsize=3, label=bar_label)
+    what = bar_label
     if floors:
         fl = [floors.get(t.label, float("nan")) / scale for t in timings]
         ax.scatter(fl, ys, marker="|", s=400, color="black", zorder=3, label="floor (roofline)")
+        what += "; black tick: roofline floor"
     ax.set_yticks(list(ys), [t.label for t in timings])
     ax.invert_yaxis()
-    ax.set_xlabel(f"time per call ({unit})")
+    # what the bars are goes under the axis, not in a legend: a legend box covers the longest bar
+    ax.set_xlabel(f"time per call ({unit})\n{what}", fontsize=9)
     ax.set_title(title)
-    ax.legend(loc="best", fontsize=8)
     return fig
 
 
@@ -80,8 +82,13 @@ def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] 
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"time per call ({unit})")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
     return fig
+
+
+def _legend_outside(ax, fontsize=8, **kw):
+    """The legend right of the axes: lines cross every corner of a log plot, so inside it covers data."""
+    ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0, **kw)
 
 
 _REGIME_MARKERS = {"overhead": "s", "memory": "^", "compute": "D"}
@@ -133,7 +140,7 @@ def sweep_floors(sweep, peaks, per: str | None = None, per_label: str = "", xlab
     handles, labels = ax.get_legend_handles_labels()
     handles += [Line2D([], [], ls="none", marker=_REGIME_MARKERS[r], mfc="none", color="black") for r in seen]
     labels += [f"floor: {r}-bound" for r in seen]
-    ax.legend(handles, labels, fontsize=7, ncol=2)
+    ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     return fig
 
 
@@ -178,7 +185,7 @@ def machines(rows: dict[str, dict[str, float]], title: str = "", ax=None):
     ax.set_yscale("log")
     ax.set_ylabel(f"median time per call ({unit}, log)")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
     return fig
 
 
@@ -191,14 +198,14 @@ def samples(timings, title: str = "", ax=None):
     ax.set_xlabel("sample number")
     ax.set_ylabel(f"time per call ({unit})")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
     return fig
 
 
 def quantity_bars(values: dict[str, float], xlabel: str, title: str = "", ax=None,
                   colors: dict[str, str] | None = None):
     """One bar per variant for a quantity that is not a time; `xlabel` names it with its unit."""
-    fig, ax = _axes(ax, (7, 0.5 + 0.45 * len(values)))
+    fig, ax = _axes(ax, (7, 1.3 + 0.45 * len(values)))  # room for a two-line title and the axis
     ys = range(len(values))
     ax.barh(ys, list(values.values()), color=[(colors or {}).get(n, "tab:orange") for n in values], alpha=0.8)
     ax.set_yticks(list(ys), list(values))
@@ -221,7 +228,29 @@ def lines(values, series: dict[str, list[float]], xlabel: str, ylabel: str, titl
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
+    return fig
+
+
+def curves(series: dict[str, tuple[list, list]], xlabel: str, ylabel: str, title: str = "", ax=None,
+           logy: bool = True):
+    """One line per source, each with its own x values ({name: (xs, ys)}): figures as posted, where
+    each source measured at different points. Powers of two and wide ranges get a log x axis."""
+    fig, ax = _axes(ax, (7, 3.6))
+    for name, (xs, ys) in series.items():
+        ax.plot(xs, ys, marker="o", ms=3, label=name)
+    xs_all = [x for xs, _ in series.values() for x in xs]
+    if xs_all and min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 16:
+        ax.set_xscale("log", base=2)
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    if logy and all(y > 0 for _, ys in series.values() for y in ys):
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0)  # below: long names
     return fig
 
 

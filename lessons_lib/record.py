@@ -2,7 +2,7 @@
 
     python -m lessons_lib.record                  # every lesson, measured on this device
     python -m lessons_lib.record --quick          # a fast smoke run (small sweeps, short timings)
-    python -m lessons_lib.record --model T4,H100  # roofline floors for named GPUs (figures: model)
+    python -m lessons_lib.record --model T4,A100,H100  # roofline floors for named GPUs (figures: model)
 
 Measured: writes lessons_lib/reference/<device>.json (or --out DIR): each lesson's headline
 timings with their floors, its sweeps, and `targets`, the course's performance bars as
@@ -110,10 +110,18 @@ def _model_metrics(lesson: Lesson, params: dict) -> dict:
     return out
 
 
+def _model_work(lesson: Lesson, params: dict) -> dict:
+    """The traced work of each variant, plus the GPU-only variants the lesson models (`Lesson.model_work`)."""
+    work = lesson.work(params, torch.float32)
+    if lesson.model_work is not None:
+        work.update(lesson.model_work(params, torch.float32))
+    return work
+
+
 def model_section(lesson: Lesson, peaks: roofline.Peaks, gpu: str) -> dict:
     """A lesson's model figures: the headline at its GPU-default shape and a sweep per parameter."""
     params = {p.name: p.gpu for p in lesson.params}
-    work = lesson.work(params, torch.float32)
+    work = _model_work(lesson, params)
     head = {"params": params, "dtype": "float32", "peaks": results.peaks_to_dict(peaks),
             "variants": {n: {"floor": peaks.floor(w), "regime": peaks.regime(w), **peaks.terms(w),
                              "flops": w.flops, "bytes": w.bytes, "launches": w.launches} for n, w in work.items()}}
@@ -127,7 +135,7 @@ def model_section(lesson: Lesson, peaks: roofline.Peaks, gpu: str) -> dict:
             continue
         floors: dict[str, list[float]] = {}
         for v in values:
-            for n, w in lesson.work({**params, p.name: v}, torch.float32).items():
+            for n, w in _model_work(lesson, {**params, p.name: v}).items():
                 floors.setdefault(n, []).append(peaks.floor(w))
         sweeps[p.name] = {"param": p.name, "values": values, "base": {k: x for k, x in params.items() if k != p.name},
                           "dtype": "float32", "variants": {n: {"floor": f} for n, f in floors.items()}}

@@ -5,8 +5,11 @@ into figures. Every action is a plain method (`estimate`, `run`, `sweep`, `repla
 and readers without widgets get the same figures; `explorer_ui.ExplorerUI` puts the controls
 around them (a background thread, a Stop button, errors as one line of status).
 
-Before anything allocates, a run or sweep is checked (shape, memory) and its time estimated
-from the roofline floor; above the budget it is refused with a sentence saying what to change.
+Before anything big allocates, a run or sweep is checked (shape, memory) and refused when even
+its roofline floor is over the budget. Then its time is estimated on this machine, now: each
+variant is timed at a small shape and scaled to the asked one by the roofline's work ratio
+(`Lesson.calibrate` / `Lesson.predict`); above the budget it is refused with a sentence saying
+what to change. After it ran, the estimate is shown beside the time it took.
 After a run it says which regime each variant is in (overhead-, memory- or compute-bound: the
 largest of its three roofline bounds, `roofline.Peaks.regime`), and after a sweep where that changes.
 """
@@ -18,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from . import plots, results, roofline
+from . import noise, plots, results, roofline
 from .device import describe, pick
 from .display import text_table
 from .explorer_ui import THIS_MACHINE, ExplorerUI, slider_values  # noqa: F401  (re-exported: public names)
@@ -61,14 +64,23 @@ class Explorer(ExplorerUI):
 
     # --- the plain API (no widgets needed) ------------------------------------------------
     def estimate(self, dtype: str = "float32", device=None, points: int = 1, **params) -> float:
-        """Predicted seconds for a run (or a sweep of `points` shapes); refuses bad input first."""
+        """Predicted seconds for a run (times `points`), calibrated on this machine now: each variant
+        timed at a small shape, scaled by the roofline's work ratio (`Lesson.calibrate`). Refuses bad
+        input, shapes that do not fit, and runs whose floor alone is over the budget, before that."""
         dev = pick(device or self.device)
-        return self.lesson.estimate_seconds(params, dev, _dtype(dtype), min_run_time=self.min_run_time,
-                                            points=points)
+        dt = _dtype(dtype)
+        self._check_budget(self._floor_estimate(params, dev, dt) * points, self.run_budget * points, "run")
+        cal = self.lesson.calibrate(params, dev, dt)
+        return self.lesson.predict(cal, params, min_run_time=self.min_run_time,
+                                   max_time=MAX_TIME_PER_VARIANT) * points
+
+    def _floor_estimate(self, params, dev, dt) -> float:
+        """A lower bound from the floor alone: nothing allocated (refuses what does not fit)."""
+        return self.lesson.estimate_seconds(params, dev, dt, min_run_time=self.min_run_time)
 
     def run(self, dtype: str = "float32", device=None, stop=None, **params):
-        """Time every variant at one shape; returns (Run, Figure). Raises ValueError if it can't run
-        (bad input, does not fit, or predicted to take longer than `run_budget`)."""
+        """Time every variant at one shape on this machine; returns (Run, Figure). Raises ValueError
+        if it can't run (bad input, does not fit, or estimated over `run_budget`)."""
         dev = pick(device or self.device)
         dt = _dtype(dtype)
         est = self.estimate(dtype, dev, **params)
@@ -79,31 +91,77 @@ class Explorer(ExplorerUI):
         self._amend_work(run)
         floors = run.floors(roofline.measure_peaks(dev, dt))
         fig = self._bars(list(run.timings.values()), floors, run.metrics,
-                         f"{self.lesson.title}: {_shape_str(run.params)}, {dtype}, {describe(dev).name}")
+                         f"{self.lesson.title}\nmeasured on this machine ({describe(dev).name}): "
+                         f"{_shape_str(run.params)}, {dtype}")
         return run, fig
 
     def sweep(self, param: str, values: list[int] | None = None, dtype: str = "float32", device=None,
               on_step=None, stop=None, **params):
-        """Time every variant across values of one parameter; returns (Sweep, Figure)."""
+        """Time every variant across values of one parameter on this machine; returns (Sweep, Figure).
+        A sweep that Stop ends keeps its finished points: the figure shows them, marked stopped."""
         dev = pick(device or self.device)
+        dt = _dtype(dtype)
         base = {**self.lesson.defaults(dev), **params}
         self.lesson.param(param)
         values = values if values is not None else default_sweep_values(self.lesson, param, base[param])
         if values:
-            worst = max(values)  # the largest point dominates; estimate it, times the number of points
-            est = self.estimate(dtype, dev, points=len(values), **{**base, param: worst})
+            shapes = [{**base, param: v} for v in values]
+            low = sum(self._floor_estimate(s, dev, dt) for s in shapes)  # nothing allocated yet
+            self._check_budget(low, self.sweep_budget, "sweep")
+            cal = self.lesson.calibrate(max(shapes, key=lambda s: s[param]), dev, dt)
+            est = sum(self.lesson.predict(cal, s, min_run_time=self.min_run_time, max_time=MAX_TIME_PER_VARIANT)
+                      for s in shapes)
             self._check_budget(est, self.sweep_budget, "sweep")
             self._announce(est, f"sweep of {len(values)} points")
-        sw = self.lesson.sweep(param, values, base, dev, _dtype(dtype), min_run_time=self.min_run_time,
+        sw = self.lesson.sweep(param, values, base, dev, dt, min_run_time=self.min_run_time,
                                progress=on_step is None, on_step=on_step, stop=stop,
-                               max_time=MAX_TIME_PER_VARIANT)
+                               max_time=MAX_TIME_PER_VARIANT, keep_partial=True)
         for r in sw.runs:
             self._amend_work(r)
         meds = sw.medians()
-        cross = _crossover(self.lesson, sw.values, meds)
+        cross = self.decided_crossover(sw)
+        title = f"{self.lesson.title}\nmeasured on this machine ({describe(dev).name}), {dtype}"
+        if sw.stopped:
+            title += f": STOPPED after {len(sw.values)} of {len(sw.planned)} points"
         fig = self._sweep_fig(sw.values, meds, sw.iqrs(), sw.metric_series(), self.lesson.param(param).label,
-                              cross, f"{self.lesson.title} on {describe(dev).name}, {dtype}")
+                              cross, title)
         return sw, fig
+
+    # --- conclusions through the noise rule ----------------------------------------------------
+    def winner_line(self, run) -> str:
+        """Which variant was fastest, and by how much over the runner-up: said only when the
+        measurement decides it (`noise`): from the run's own spreads, else re-measured in paired,
+        alternating rounds of the two (a few seconds at most), else "not decided on this run"."""
+        order = sorted(run.timings, key=lambda n: run.timings[n].median)
+        if len(order) < 2:
+            return ""
+        a, b = order[0], order[1]
+        ratio = noise.from_timings(run.timings[b], run.timings[a])
+        if not ratio.decided and run.device in ("cpu", "cuda"):
+            cmp = noise.compare_lesson(self.lesson, run.params, run.device, _dtype(run.dtype), variants=[a, b],
+                                       rounds=3, max_rounds=7, max_time=4.0, min_run_time=0.01)
+            ratio, (a, b) = cmp.ratio(b, a), (a, b)
+            if ratio.decided and ratio.median < 1:  # the re-measure put them the other way round
+                ratio, a, b = cmp.ratio(a, b), b, a
+        return "fastest: " + ratio.say(f"{a}, {{r:.2f}}× ahead of {b}",
+                                       tie=f"{a} and {b} tie (within {noise.TIE:.0%})")
+
+    def decided_crossover(self, sw) -> int | None:
+        """The lesson's crossover in a sweep, kept only where the two points either side of it are
+        decided by the noise rule (their spreads do not overlap the swap); None otherwise."""
+        cross = _crossover(self.lesson, sw.values, sw.medians())
+        if cross is None:
+            return None
+        i = sw.values.index(cross)
+        a, b = self.lesson.compare or (self.lesson.baseline, None)
+        for run in (sw.runs[i - 1], sw.runs[i]):
+            other = b or min((n for n in run.timings if n != a), key=lambda n: run.timings[n].median)
+            if a not in run.timings or other not in run.timings:
+                return None
+            r = noise.from_timings(run.timings[a], run.timings[other])
+            if not r.decided or r.tie:
+                return None
+        return cross
 
     def _amend_work(self, run) -> None:
         if self.work_of is not None:
@@ -152,10 +210,41 @@ class Explorer(ExplorerUI):
             lines.append(f"  {n}: " + roofline.regime_spans(sw.values, [pk.regime(r.work[n]) for r in sw.runs]))
         return "\n".join(lines)
 
+    def records(self) -> list[results.Recorded]:
+        """Every recorded file the menu lists: those holding this lesson, and the reported figures
+        of its thread when another lesson stores them (`Lesson.reported_from`)."""
+        recs = results.for_lesson(self.lesson.key)
+        extra = self.lesson.reported_from
+        if extra:
+            recs += [r for r in results.for_lesson(extra, kinds="reported") if r not in recs]
+        return recs
+
+    def _section(self, recorded: results.Recorded) -> dict:
+        data = recorded.lesson(self.lesson.key)
+        if not data and self.lesson.reported_from:
+            data = recorded.lesson(self.lesson.reported_from)
+        return data if isinstance(data, dict) else {}
+
+    def replay_params(self, recorded: results.Recorded) -> dict:
+        """The shape a record's figures are at (its headline's, or its first sweep's base), for the
+        sliders to follow; {} when the source does not state one."""
+        data = self._section(recorded)
+        if data.get("headline"):
+            return dict(data["headline"].get("params", {}))
+        for sw in data.get("sweeps", {}).values():
+            return {**sw.get("base", {}), sw["param"]: sw["values"][len(sw["values"]) // 2]}
+        for key, sec in data.items():
+            params = data.get(f"{key}_params") or (sec.get("params") if isinstance(sec, dict) else None)
+            if isinstance(params, dict):
+                return dict(params)
+        return {}
+
     def replay(self, recorded: results.Recorded):
-        """Figures from a recorded file (measured, reported or model), each titled with its kind.
-        A model file's figures are roofline floors: drawn as the bars, with no floor marks."""
-        data = recorded.lesson(self.lesson.key) or {}
+        """Figures from a recorded file (measured, reported or model), each titled with its kind, its
+        hardware and its shape. A model file's figures are roofline floors: drawn as the bars, with no
+        floor marks. A record's sweeps replay as sweeps; a thread's other figures (totals, speed-ups,
+        memory as posted) as what they are, in their own units."""
+        data = self._section(recorded)
         figs = []
         tag = recorded.label() + (", not a measurement" if recorded.kind == "model" else "")
         head = data.get("headline")
@@ -171,17 +260,24 @@ class Explorer(ExplorerUI):
             rows = self._ordered(sw["variants"])
             meds = {n: v["median"] for n, v in rows.items() if "median" in v}
             iqrs = {n: v.get("iqr", [0.0] * len(sw["values"])) for n, v in rows.items() if "median" in v}
-            if not meds:
+            if not meds or sw["param"] not in {p.name for p in self.lesson.params}:
                 continue
             cross = _crossover(self.lesson, sw["values"], meds)
+            base = _shape_str(sw.get("base", {}))
             figs.append(self._sweep_fig(sw["values"], meds, iqrs, sw.get("metrics", {}),
-                                        self.lesson.param(sw["param"]).label, cross, f"{tag}\n{sw['dtype']}"))
+                                        self.lesson.param(sw["param"]).label, cross,
+                                        f"{tag}\nsweep over {sw['param']} at {base}, {sw['dtype']}"))
+        for key, sec in data.items():
+            if key not in ("headline", "sweeps") and isinstance(sec, dict) and not key.endswith("_params"):
+                fig = _posted_figure(sec, data.get(f"{key}_unit"), data.get(f"{key}_params"), tag)
+                if fig is not None:
+                    figs.append(fig)
         return figs
 
     def replay_regimes(self, recorded: results.Recorded) -> str:
         """The regime of each variant at a recorded headline, where the file names it (measured files
         with their peaks, model files); "" where it does not (reported figures)."""
-        head = (recorded.lesson(self.lesson.key) or {}).get("headline") or {}
+        head = self._section(recorded).get("headline") or {}
         rows = {n: v["regime"] for n, v in self._ordered(head.get("variants", {})).items() if "regime" in v}
         if not rows:
             return ""
@@ -233,6 +329,49 @@ class Explorer(ExplorerUI):
                         colors=self.colors)
         fig.suptitle(title)
         return fig
+
+
+def _posted_figure(sec: dict, unit: str | None, params: dict | None, tag: str):
+    """A thread's figure that is not per-call timings, in its own units; None for a shape we do not know.
+
+    {"tables": {source: {"values", <quantity>}}, "param", "quantity"}: the quantity against the
+        parameter, one line per source (each with its own x values);
+    {"totals_s": {name: s}, "quantity"}: one bar each, in seconds as posted;
+    {"runs": [{"<name>_s": s, <shape>...}]}: each run's seconds as posted, labelled with its shape;
+    {label: number} (with "<key>_unit" beside it, say "bytes"): one bar each.
+    The shape is "<key>_params" beside it, or the section's "params"."""
+    params = params or sec.get("params")
+    shape = "shape: " + (_shape_str(params) if isinstance(params, dict) else
+                         "as posted; the thread does not state all of it")
+    title = f"{tag}\n{shape}"
+    if isinstance(sec.get("tables"), dict):
+        curves = {}
+        for name, t in sec["tables"].items():
+            ys = next((v for k, v in t.items() if k != "values" and isinstance(v, list)), None)
+            if ys is not None and isinstance(t.get("values"), list):
+                curves[name] = (t["values"], ys)
+        ylabel = sec.get("quantity", "as posted")
+        return plots.curves(curves, xlabel=sec.get("param", ""), ylabel=_wrap(ylabel, 40), title=title) if curves else None
+    if isinstance(sec.get("totals_s"), dict):
+        return plots.quantity_bars(sec["totals_s"], "total seconds, as posted (s; not per call)", title=title)
+    if isinstance(sec.get("runs"), list):
+        bars = {}
+        for r in sec["runs"]:
+            label = ", ".join(f"{k} {v}" for k, v in r.items() if not k.endswith("_s"))
+            bars.update({f"{k[:-2]} ({label})": v for k, v in r.items() if k.endswith("_s")})
+        return plots.quantity_bars(bars, "total seconds, as posted (s; not per call)", title=title) if bars else None
+    numbers = {k: v for k, v in sec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if numbers and len(numbers) == len(sec):
+        if unit == "bytes":
+            return plots.quantity_bars({k: v / 2**20 for k, v in numbers.items()}, "MiB, as posted", title=title)
+        return plots.quantity_bars(numbers, f"as posted ({unit})" if unit else "as posted", title=title)
+    return None
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
 
 
 def _dtype(name) -> torch.dtype:

@@ -10,7 +10,7 @@ import torch
 
 from lessons_lib import lesson01_broadcast_matmul as L1
 from lessons_lib import plots, results, timing
-from lessons_lib.lesson import Lesson, Param, Stopped, Variant
+from lessons_lib.lesson import Lesson, Param, Stopped, Variant, harness_seconds
 from lessons_lib.widgets import Explorer, slider_values
 
 KEY01 = L1.LESSON.key
@@ -60,9 +60,26 @@ def test_a_sweep_over_budget_is_refused_before_allocating(no_inputs):
         ex.sweep("n", [4, 8])
 
 
-def test_the_estimate_grows_with_the_sweep_points():
-    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
-    assert ex.estimate(points=4, n=8) == pytest.approx(4 * ex.estimate(n=8))
+def test_the_prediction_grows_with_the_shape_and_the_points():
+    toy = _toy()
+    cal = toy.calibrate({"n": 64}, "cpu")
+    small, big = (toy.predict(cal, {"n": n}, min_run_time=0.01) for n in (64, 1024))
+    assert 0 < small < big
+
+
+def test_calibration_times_each_variant_at_a_shape_no_bigger_than_asked():
+    cal = _toy().calibrate({"n": 4096}, "cpu")
+    for name, [(shape, floor, seconds)] in cal.points.items():
+        assert shape["n"] <= 4096 and seconds > 0 and floor > 0
+
+
+def test_the_harness_schedule_covers_warmup_and_samples():
+    # a slow call: 3 warm-up calls, one to size the block, then samples up to MIN_SAMPLES (each
+    # after Timer.timeit's own 2-call warm-up); a fast one: about min_run_time, twice
+    slow = harness_seconds(1.0, 0.1)
+    assert slow == pytest.approx(timing.WARMUP_CALLS + 1 + 1 + 3 * (timing.MIN_SAMPLES - 1))
+    assert harness_seconds(1.0, 0.1, max_time=5.0) < slow
+    assert 0.1 <= harness_seconds(1e-6, 0.1) < 0.5
 
 
 @pytest.mark.parametrize("bad", [0, -1, math.nan, "30", True])
@@ -84,7 +101,7 @@ def test_stop_ends_a_background_sweep_early():
     worker = ex._act(ex._do_sweep)  # default sweep: 6 points, 2 variants each
     ex._request_stop()
     worker.join(timeout=30)
-    assert ex.out.outputs == ()  # no sweep figure: it never finished
+    assert not any("image/png" in o.get("data", {}) for o in ex.out.outputs)  # no point finished: no figure
 
 
 def test_a_stopped_sweep_says_so_and_the_buttons_work_again():
@@ -149,7 +166,7 @@ def test_a_finished_run_shows_its_estimate():
     ex = Explorer(_toy(), "cpu", min_run_time=0.01)
     ex.widget()
     ex._act(ex._do_run, background=False)
-    assert "(estimated" in ex.status.value
+    assert "(estimated" in ex.status.value and "took" in ex.status.value
 
 
 def test_a_noisy_run_shows_the_harness_note(monkeypatch):
@@ -303,7 +320,10 @@ def test_a_model_replay_is_titled_not_a_measurement():
 
 def test_a_model_replay_draws_floors_as_bars_without_floor_marks():
     fig = Explorer(L1.LESSON, "cpu").replay(_model_rec())[0]
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["roofline floor (model, not a measurement)"]
+    ax = fig.axes[0]
+    assert "roofline floor (model, not a measurement)" in ax.get_xlabel() and "black tick" not in ax.get_xlabel()
+    assert not ax.collections  # no floor marks over the floors themselves
+    assert ax.get_legend() is None  # said under the axis: a legend box would cover the longest bar
     plt.close("all")
 
 
@@ -367,3 +387,105 @@ def test_the_static_picture_skips_files_that_have_nothing_to_replay():
     from lessons_lib import lesson04_launch_overhead as L4
 
     assert L4.explorer("cpu")._preview_png() is not None
+
+
+# --- issue 20 §1: every record replays, the sliders follow, Run and Sweep measure this machine -----------
+def _every_explorer():
+    from lessons_lib import lesson01_broadcast_matmul, lesson02_autograd_memory, lesson03_grouped_linear
+    from lessons_lib import lesson04_launch_overhead, lesson05_cuda_graphs, lesson06_data_movement
+
+    return [lesson01_broadcast_matmul.explorer("cpu"), lesson02_autograd_memory.explorer("cpu"),
+            lesson03_grouped_linear.explorer("cpu"), lesson04_launch_overhead.explorer("cpu"),
+            lesson05_cuda_graphs.explorer("cpu"), lesson06_data_movement.cat_explorer("cpu")]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_every_record_an_explorer_lists_draws_a_figure_titled_with_its_kind(index):
+    ex = _every_explorer()[index]
+    recs = ex.records()
+    kinds = {r.kind for r in recs if r.is_gpu}
+    assert "model" in kinds, "every lesson replays model figures for named GPUs"
+    assert {r.meta["name"] for r in recs if r.kind == "model"} >= {"NVIDIA T4", "NVIDIA A100", "NVIDIA H100"}
+    for rec in recs:
+        figs = ex.replay(rec)
+        assert figs, f"{rec.short()} lists but draws nothing"
+        titles = [(f._suptitle.get_text() if f._suptitle else "") + " ".join(a.get_title() for a in f.axes)
+                  for f in figs]
+        assert all(rec.kind in t or "measured" in t for t in titles), titles
+        for f in figs:
+            plt.close(f)
+
+
+@pytest.mark.parametrize("index", [1, 2, 3])  # lessons 02, 03, 04: their threads' figures are not per-call times
+def test_a_thread_figure_that_is_not_per_call_replays_too(index):
+    ex = _every_explorer()[index]
+    (rec, *_) = [r for r in ex.records() if r.kind == "reported"]
+    figs = ex.replay(rec)
+    assert figs and all(f.axes[0].get_xlabel() or f.axes[0].get_ylabel() for f in figs)
+    for f in figs:
+        plt.close(f)
+
+
+def test_lesson05_lists_its_threads_reported_figures():
+    ex = _every_explorer()[4]
+    assert any(r.kind == "reported" for r in ex.records())
+
+
+def test_a_model_sweep_replays_as_a_sweep():
+    ex = _every_explorer()[0]
+    rec = next(r for r in ex.records() if r.kind == "model")
+    figs = ex.replay(rec)
+    assert len(figs) == 1 + len(rec.lesson(ex.lesson.key)["sweeps"])
+    assert any("sweep over" in (f._suptitle.get_text() if f._suptitle else f.axes[0].get_title()) for f in figs)
+    for f in figs:
+        plt.close(f)
+
+
+def test_the_sliders_follow_the_record_shown():
+    ex = _every_explorer()[1]  # lesson 02: the thread's shape, batch 8192
+    ex.widget()
+    rec = next(name for name, r in ex._recorded.items() if r.kind == "reported")
+    ex._following = True
+    ex.source_w.value = rec
+    ex._following = False
+    ex._act(ex._do_replay, background=False)
+    assert ex.sliders["batch"].value == 8192
+    assert any("sliders now show" in o.get("text", "") for o in ex.out.outputs)
+
+
+def test_run_after_a_replay_measures_this_machine_and_the_menu_follows():
+    ex = Explorer(dataclasses.replace(_toy(), key=KEY01), "cpu", min_run_time=0.01)
+    ex.widget()
+    model = next(name for name, r in ex._recorded.items() if r.kind == "model")
+    ex._following = True
+    ex.source_w.value = model
+    ex._following = False
+    ex._act(ex._do_run, background=False, measures=True)
+    assert ex.source_w.value == "this machine"
+    first = ex.out.outputs[0]["text"]
+    assert first.startswith("Measuring this machine") and model in first
+    assert "✓ done" in ex.status.value
+
+
+def test_a_stopped_sweep_keeps_and_draws_its_finished_points():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    done = []
+    sw, fig = ex.sweep("n", [4, 8, 16], on_step=lambda i, n: done.append(i), stop=lambda: bool(done))
+    assert sw.stopped and sw.values == [4] and sw.planned == [4, 8, 16]
+    assert "STOPPED after 1 of 3" in (fig._suptitle.get_text() if fig._suptitle else fig.axes[0].get_title())
+    plt.close(fig)
+
+
+def test_the_winner_is_said_only_when_the_noise_rule_decides_it(monkeypatch):
+    from lessons_lib import noise
+
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    run = ex.lesson.run({"n": 8}, "cpu", min_run_time=0.01)
+    for t, med in zip(run.timings.values(), (1.0, 1.1)):  # 10% apart, each with a 50% spread
+        t.median, t.iqr = med, 0.5 * med
+    undecided = noise.Comparison({"mm": [1.0, 3.0, 1.0], "einsum": [2.0, 1.0, 1.1]})
+    monkeypatch.setattr(noise, "compare_lesson", lambda *a, **k: undecided)
+    assert "not decided on this run" in ex.winner_line(run)
+    decided = noise.Comparison({"mm": [1.0, 1.0, 1.0], "einsum": [2.0, 2.1, 2.0]})
+    monkeypatch.setattr(noise, "compare_lesson", lambda *a, **k: decided)
+    assert ex.winner_line(run).startswith("fastest: mm, 2.")
