@@ -671,9 +671,11 @@ def recorded_gpu_summary(demo: str | None = None) -> str:
         for k, d in rec.lesson(KEY)["demos"].items():
             if demo is not None and k != demo:
                 continue
-            ratio = d["wrong"]["median"] / d["honest"]["median"]
-            lines.append(f"  {k.replace('_', ' '):22s} wrong {fmt_time(d['wrong']['median']):>9}   "
-                         f"harness {fmt_time(d['honest']['median']):>9}   ({ratio:.3g}×)")
+            w, h = (Timing(d[side]["label"], d[side]["median"], d[side]["iqr"], [], 1, "recorded", "recorded")
+                    for side in ("wrong", "honest"))
+            ratio = noise.Ratio(d["paired_ratios"]) if d.get("paired_ratios") else noise.from_timings(w, h)
+            lines.append(f"  {k.replace('_', ' '):22s} wrong {fmt_time(w.median):>9}   harness {fmt_time(h.median):>9}"
+                         f"   ({ratio.say('{r:.3g}×')})")
     return "\n".join(lines)
 
 

@@ -441,3 +441,18 @@ def test_starter_source_runs_as_pasted():
     namespace = {}
     exec(E.starter_source(), namespace)  # the notebook's editable cell: imports included
     assert callable(namespace["my_benchmark"])
+
+
+def test_recorded_gpu_summary_says_each_ratio_through_the_noise_rule(monkeypatch):
+    from lessons_lib import results
+
+    section = {"demos": {
+        "steady": {"wrong": {"label": "w", "median": 2.0, "iqr": 0.0}, "honest": {"label": "h", "median": 1.0, "iqr": 0.01}},
+        "noisy": {"wrong": {"label": "w", "median": 2.0, "iqr": 0.0}, "honest": {"label": "h", "median": 1.0, "iqr": 0.9}},
+        "paired": {"wrong": {"label": "w", "median": 3.0, "iqr": 0.0}, "honest": {"label": "h", "median": 1.0, "iqr": 0.0},
+                   "paired_ratios": [3.0, 3.1, 2.9]}}}
+    rec = results.Recorded({"name": "NVIDIA T4", "kind": "cuda", "kind_of_figures": "measured", "torch": "2.13.0",
+                            "date": "2026-11-24"}, {L.KEY: section})
+    monkeypatch.setattr(results, "for_lesson", lambda *a, **k: [rec])
+    lines = L.recorded_gpu_summary().splitlines()
+    assert "(2×)" in lines[1] and "not decided on this run" in lines[2] and "(3×)" in lines[3]
