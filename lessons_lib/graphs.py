@@ -308,12 +308,21 @@ def _watch_python(watch: _Watch):
             return original(*a, **k)
         return draw
 
+    def shown(name, original):
+        def show(self, *a, **k):  # on meta, printing reads no values (so no .item() to see): a GPU's would
+            if self.device.type == "meta":
+                watch.add("host sync", "Tensor.__repr__() (print)", _user_line(),
+                          "printing a GPU tensor copies its values to the host")
+            return original(self, *a, **k)
+        return show
+
     saved = [(torch, n, getattr(torch, n)) for n in _FACTORIES if hasattr(torch, n)]
-    saved += [(torch.Tensor, n, getattr(torch.Tensor, n)) for n in ("to", "cuda")]
+    saved += [(torch.Tensor, n, getattr(torch.Tensor, n)) for n in ("to", "cuda", "__repr__")]
     saved += [(random, n, getattr(random, n)) for n in _RANDOM]
     try:
         for owner, n, original in saved:
-            wrap = factory if owner is torch else move if owner is torch.Tensor else drawn
+            wrap = factory if owner is torch else (shown if n == "__repr__" else move) if owner is torch.Tensor \
+                else drawn
             setattr(owner, n, wrap(n, original))
         yield
     finally:

@@ -80,6 +80,14 @@ def test_the_catalogue_table_labels_the_expected_verdict_and_matches_it():
     assert "✗" not in text
 
 
+@pytest.mark.parametrize("entry", L.CATALOGUE, ids=[e.name for e in L.CATALOGUE])
+def test_graph_check_gets_every_catalogue_verdict_right_on_meta_too(entry):
+    """On meta the inputs stand where a GPU's would: host tensors are told apart by device, not by origin."""
+    report = L.check_entry(entry, "meta")
+    assert report.verdict == entry.expected_report, report.table()
+    assert set(entry.kinds) <= set(report.kinds), report.table()
+
+
 def test_a_hazard_names_the_users_line_of_code():
     report = graph_check(L.log_item, *L._xy("cpu"))
     assert [(h.kind, h.where) for h in report.hazards] == [("host sync", "LOSSES.append(loss.item())")]
