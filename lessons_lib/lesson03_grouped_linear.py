@@ -493,8 +493,8 @@ def _device_op(op) -> bool:
     return any(len(s) for s in (*op.in_shapes, *op.out_shapes))
 
 
-def optimizer_timings(device=None, groups: int = 64, group_size: int = 32, min_run_time: float = 0.02,
-                      max_time: float = 6.0) -> noise.Comparison:
+def optimizer_timings(device=None, groups: int = 64, group_size: int = 32, min_run_time: float = 0.01,
+                      max_time: float = 6.0, rounds: int = 3) -> noise.Comparison:
     """One Adam step over SlowGroups' parameters vs GroupedLinear's, in the noise rule's paired rounds.
     Adam's default here is what `torch.optim.optimizer._default_to_fused_or_foreach` picks: foreach only
     where every parameter is on a foreach device (CUDA, XPU, MTIA, ...), so a for loop on a CPU."""
@@ -508,7 +508,7 @@ def optimizer_timings(device=None, groups: int = 64, group_size: int = 32, min_r
         opt = torch.optim.Adam(params, lr=1e-6)
         opt.step()  # state created outside the clock
         steps[label] = opt.step
-    return noise.compare(steps, min_run_time=min_run_time, max_time=max_time)
+    return noise.compare(steps, rounds=rounds, min_run_time=min_run_time, max_time=max_time)
 
 
 OPT_LOOP, OPT_STACKED = "Adam over 2·G tensors", "Adam over 2 stacked tensors"
@@ -569,10 +569,14 @@ def compile_loop(groups: int = 8, group_size: int = 16, rows: int = 64, device=N
 # --- fix: correctness of every strategy -------------------------------------------------------------------
 
 
-def check_all(device="cpu", seed: int = 0) -> str:
-    """Every variant, forward and training step, against float64 at the default and odd shapes."""
-    fwd = LESSON.correctness_report(LESSON.check_correct(device=device, seed=seed))
-    train = TRAIN_LESSON.correctness_report(TRAIN_LESSON.check_correct(device=device, seed=seed))
+CHECK_SHAPE = {"batch": 2, "groups": 8, "group_size": 16, "length": 16}  # mid-sized: quick in float64 on a busy CPU
+
+
+def check_all(device="cpu", seed: int = 0, shapes: list[dict] | None = None) -> str:
+    """Every variant, forward and training step, against float64 at `shapes` (default: the device's
+    default shape and the odd ones)."""
+    fwd = LESSON.correctness_report(LESSON.check_correct(shapes, device=device, seed=seed))
+    train = TRAIN_LESSON.correctness_report(TRAIN_LESSON.check_correct(shapes, device=device, seed=seed))
     return f"forward: {fwd}\ntraining step (output, dx, dW, db): {train}"
 
 
@@ -748,11 +752,25 @@ def grid_table(grid: Grid) -> str:
         for j, K in enumerate(grid.sizes):
             noisy = grid.noisy[i][j] if grid.noisy else []
             flagged += bool(noisy)
-            rows.append((str(G), str(K), wins[i][j], f"{loop_r[i][j]:.2f}×", f"{conv_r[i][j]:.2f}×",
+            rows.append((str(G), str(K), _winner_words(grid, i, j, noisy), f"{loop_r[i][j]:.2f}×", f"{conv_r[i][j]:.2f}×",
                          *((f"{auto_r[i][j]:.2f}×",) if auto_r else ()), f"⚠ {len(noisy)}" if noisy else ""))
     note = (f"\n⚠ {flagged} point(s) have noisy timings (spread over a quarter of the median: a busy machine): "
             "their winner is not decided on this run; rerun on a quieter machine." if flagged else "")
     return text_table(rows) + note
+
+
+def _winner_words(grid: Grid, i: int, j: int, noisy: list[str]) -> str:
+    """The winner at one point as the noise rule allows from one pass: "a ≈ b" within noise.TIE, and
+    "not decided" when the winner or the runner-up was timed noisy."""
+    order = sorted(grid.contenders(), key=lambda n: grid.medians[n][i][j])
+    if len(order) == 1:
+        return order[0]
+    best, second = order[0], order[1]
+    if best in noisy or second in noisy:
+        return f"not decided ({best}?)"
+    if grid.medians[second][i][j] <= (1 + noise.TIE) * grid.medians[best][i][j]:
+        return f"{best} ≈ {second}"
+    return best
 
 
 def heatmap(grid: Grid, title: str = ""):
@@ -779,6 +797,16 @@ def recorded_grids(kind: str = "training") -> list[tuple[str, Grid]]:
         if data:
             out.append((rec.label(), Grid(**data)))
     return out
+
+
+def latest_grid(kind: str = "forward") -> tuple[str, Grid] | None:
+    """The newest measured grid that holds the forum baddbmm (the current design), else the first on file."""
+    grids = [(rec, Grid(**data)) for rec in results.for_lesson(KEY, kinds="measured")
+             if (data := (rec.lessons.get(KEY) or {}).get("grids", {}).get(kind))]
+    if not grids:
+        return None
+    rec, grid = max(grids, key=lambda rg: (FORUM in rg[1].medians, rg[0].meta.get("date", "")))
+    return rec.label(), grid
 
 
 # --- recorded results and targets -------------------------------------------------------------------------
@@ -997,6 +1025,6 @@ __all__ = ["KEY", "LESSON", "TRAIN_LESSON", "THREAD_SHAPE", "THREAD_REPORTED", "
            "with_variants", "explorer", "thread_models", "reproduce", "reproduce_summary", "reported_table",
            "look_inside", "copies_table", "gemm_shapes", "conv_backend", "optimizer_ops", "optimizer_timings",
            "optimizer_summary", "AUTO", "FORUM", "BAR",
-           "loop_graphs", "loop_rows", "compile_loop", "check_all", "grouped_mm_report", "grouped_mm_trace",
-           "stack_module_state_pitfall", "Grid", "crossover_grid", "grid_table", "heatmap", "recorded_grids", "record",
+           "loop_graphs", "loop_rows", "compile_loop", "check_all", "CHECK_SHAPE", "grouped_mm_report", "grouped_mm_trace",
+           "stack_module_state_pitfall", "Grid", "crossover_grid", "grid_table", "heatmap", "recorded_grids", "latest_grid", "record",
            "targets", "exercise_starter", "exercise_loop", "check_exercise"]

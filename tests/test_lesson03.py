@@ -208,6 +208,11 @@ def test_the_winner_map_never_names_auto_which_runs_one_of_the_others():
     assert grid.winners() == [["bmm, rows first"]]  # auto "won" by noise: it runs bmm or conv
     assert grid.ratio("grouped Conv1d") == [[pytest.approx(1.2)]]
     assert "auto / fastest" in L.grid_table(grid)
+    tie = L.Grid([4], [8], {}, False, {"loop (SlowGroups)": [[3.0]], "bmm, rows first": [[1.0]],
+                                       "grouped Conv1d": [[1.03]]}, "cpu", noisy=[[[]]])
+    assert "bmm, rows first ≈ grouped Conv1d" in L.grid_table(tie)  # within noise.TIE: no winner named
+    tie.noisy = [[["grouped Conv1d"]]]
+    assert "not decided" in L.grid_table(tie)
 
 
 def test_paired_check_uses_the_noise_rule_against_the_fastest_and_the_forum_baddbmm(monkeypatch):
