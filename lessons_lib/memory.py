@@ -388,7 +388,7 @@ class Timeline:
         """Predicted (and measured) MiB after each op, the forward/backward boundary marked."""
         import matplotlib.pyplot as plt
 
-        fig = ax.figure if ax is not None else plt.subplots(figsize=(8, 3.5))[0]
+        fig = ax.figure if ax is not None else plt.subplots(figsize=(8, 4), layout="constrained")[0]
         ax = ax if ax is not None else fig.axes[0]
         idx = [r.index for r in self.rows]
         predicted = [r.predicted / 2**20 for r in self.rows]
@@ -402,8 +402,8 @@ class Timeline:
         ax.set_xlabel("op index (aten ops in dispatch order)")
         ax.set_ylabel("memory allocated by this step (MiB)")
         ax.set_title(f"memory during one training step ({self.device})")
-        ax.legend(loc="best")
-        fig.tight_layout()
+        # Below the axes: inside, any corner can sit on a step or the forward | backward line.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=8)
         return fig
 
 
