@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import compiling, grading, results, roofline, timing
+from . import compiling, grading, noise, plots, results, roofline, timing
 from . import device as _device
 from .display import text_table
 from .grading import Verdict
@@ -59,6 +59,18 @@ def addcmul(x, W, w, b):
     for l in range(w.shape[0]):
         x = torch.addcmul(b[l], x, w[l])
     return x
+
+
+def linear_tf32(x, W, w, b):
+    """Linear with TF32 allowed for its matmuls (torch.backends.cuda.matmul.allow_tf32, off by default
+    since torch 1.12): on an Ampere or newer GPU the GEMM runs on TF32 tensor cores (inputs rounded to
+    a 10-bit mantissa); on a CPU or an older GPU it is Linear."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return linear(x, W, w, b)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def mul_add_inplace(x, W, w, b):
@@ -192,18 +204,39 @@ def with_compiled(lesson: Lesson) -> Lesson:
     return dataclasses.replace(lesson, variants=[*lesson.variants, v])
 
 
-def explorer(device=None, compiled: bool | None = None, training: bool = False) -> Explorer:
+def with_tf32(lesson: Lesson) -> Lesson:
+    """The lesson plus Linear with TF32 allowed (its floor uses the TF32 peak where the GPU has one).
+    Not in the float64 checks: TF32 rounds inputs to 10 mantissa bits, outside float32's tolerance."""
+    v = Variant("Linear (TF32)", linear_tf32, "F.linear with torch.backends.cuda.matmul.allow_tf32 = True")
+    return dataclasses.replace(lesson, variants=[*lesson.variants, v])
+
+
+def has_tf32(device) -> bool:
+    """A CUDA GPU with TF32 tensor cores (compute capability 8.0 or newer)."""
+    dev = torch.device(device)
+    return dev.type == "cuda" and _device.has_cuda() and torch.cuda.get_device_capability(dev) >= (8, 0)
+
+
+def explorer(device=None, compiled: bool | None = None, training: bool = False,
+             tf32: bool | None = None) -> Explorer:
     """The toolkit's explorer on this lesson: after a Run it names each variant's regime and prints
     its three roofline bounds; after a Sweep, where each variant's regime changes.
 
     compiled: add a torch.compile'd variant (default: on a GPU only; a compile on a CPU takes
         seconds per shape, the first one much longer, and the run's estimate does not include it).
         Its forward counts as one fused kernel in the floors and regimes.
+    tf32: add "Linear (TF32)", Linear with TF32 allowed for its matmuls (default: on a GPU with TF32
+        tensor cores, compute capability 8.0+; PyTorch's own default for matmuls is off). Its compute
+        floor uses the TF32 peak; on a CPU it is Linear again.
     """
     dev = _device.pick(device)
     lesson = TRAIN_LESSON if training else LESSON
     if compiled is None:
         compiled = dev.type == "cuda" and compiling.problem(dev) is None
+    if tf32 is None:
+        tf32 = has_tf32(dev)
+    if tf32:
+        lesson = with_tf32(lesson)
     if compiled:
         lesson = with_compiled(lesson)
     return Explorer(lesson, dev, work_of=compiled_work if compiled and not training else None)
@@ -272,25 +305,28 @@ def mistakes_table(width: int = 160, batch: int = 256, layers: int = 4) -> str:
     return text_table(rows, numbers=True)
 
 
+REPRODUCE_PAIRS = [("posted Linear", "posted PseudoLinear"), ("fixed Linear", "fixed PseudoLinear")]
+
+
 def reproduce(device=None, width: int | None = None, batch: int | None = None, layers: int = 4,
-              min_run_time: float = 0.1) -> dict[str, timing.Timing]:
-    """The posted benchmark and the fixed one, both timed with the course harness (training steps)."""
+              min_run_time: float = 0.02, max_time: float = 6.0) -> noise.Comparison:
+    """The posted benchmark and the fixed one, both timed with the course harness (training steps),
+    in paired alternating rounds (the noise rule): `.timings` holds the last round's, and the ratios
+    Linear / PseudoLinear are medians of per-round ratios."""
     dev = _device.pick(device)
     p = LESSON.check({"width": width or LESSON.param("width").default(dev),
                       "batch": batch or LESSON.param("batch").default(dev), "layers": layers}, dev, torch.float32)
     _device.check_fits(train_peak_bytes(p, torch.float32), dev, "the benchmark")
     W, B, L = p["width"], p["batch"], p["layers"]
-    out = {}
     torch.manual_seed(0)
     with _device.oom_guard(dev, "the benchmark"):
+        fns = {}
         for kind in ("Linear", "PseudoLinear"):
-            m = posted_model(kind, W, L, dev)
-            out[f"posted {kind}"] = _measure(posted_step, m, B, W, label=f"posted {kind}", min_run_time=min_run_time)
+            fns[f"posted {kind}"] = (lambda m: lambda: posted_step(m, B, W))(posted_model(kind, W, L, dev))
         x, g = torch.randn(B, W, device=dev), torch.randn(B, W, device=dev)
         for kind in ("Linear", "PseudoLinear"):
-            m = fixed_model(kind, W, L, dev)
-            out[f"fixed {kind}"] = _measure(fixed_step, m, x, g, label=f"fixed {kind}", min_run_time=min_run_time)
-    return out
+            fns[f"fixed {kind}"] = (lambda m: lambda: fixed_step(m, x, g))(fixed_model(kind, W, L, dev))
+        return noise.compare(fns, pairs=REPRODUCE_PAIRS, min_run_time=min_run_time, max_time=max_time)
 
 
 # --- what the thread reported: read from the recorded file, never copied into code -------------------
@@ -337,23 +373,34 @@ def thread_runs_table() -> str:
     return f"{rep.label}\n" + text_table(rows, numbers=True) + f"\n({rep.runs_note})"
 
 
-def reproduce_summary(t: dict[str, timing.Timing]) -> str:
-    """What the reproduction shows on this machine, in words that follow the numbers."""
-    posted = t["posted Linear"].median / t["posted PseudoLinear"].median
-    fixed = t["fixed Linear"].median / t["fixed PseudoLinear"].median
-    lines = [f"posted benchmark: PseudoLinear is {posted:.2f}× as fast as Linear",
-             f"fixed benchmark:  PseudoLinear is {fixed:.2f}× as fast as Linear"]
-    noisy = [name for name, tm in t.items() if getattr(tm, "noisy", tm.spread > 0.25)]
-    if noisy:
-        lines.append(f"⚠ {len(noisy)} of these timings are noisy (see the flags): whether removing the mistakes "
-                     "changed the ratio cannot be read from them; rerun the cell.")
-    elif fixed > posted * 1.1:
+def reproduce_table(cmp: noise.Comparison) -> str:
+    """Each benchmark's median over the paired rounds (the harness's IQR from the last round)."""
+    rows = [("benchmark", "median over rounds", "± IQR/2 (last round)")]
+    rows += [(n, fmt_time(cmp.median(n)), fmt_time(cmp.timings[n].iqr / 2)) for n in cmp.names]
+    return text_table(rows, numbers=True) + f"\n({len(cmp.rounds[cmp.names[0]])} paired rounds, alternating order)"
+
+
+def reproduce_summary(cmp: noise.Comparison) -> str:
+    """What the reproduction shows on this machine, each sentence decided by the noise rule."""
+    posted, fixed = (cmp.ratio(a, b) for a, b in REPRODUCE_PAIRS)
+    lines = [f"posted benchmark: " + posted.say("PseudoLinear is {r:.2f}× as fast as Linear "
+                                                "(rounds {low:.2f}–{high:.2f}×)"),
+             f"fixed benchmark:  " + fixed.say("PseudoLinear is {r:.2f}× as fast as Linear "
+                                               "(rounds {low:.2f}–{high:.2f}×)")]
+    # fixed ratio over posted ratio, round by round: > 1 when removing the mistakes widened the gap
+    change = noise.Ratio([f / p for f, p in zip(fixed.values, posted.values)])
+    if not (posted.decided and fixed.decided and change.decided):
+        lines.append("Whether removing the mistakes changed the ratio: "
+                     + (change if not change.decided else posted if not posted.decided else fixed).not_decided())
+    elif change.low > 1.1:
         lines.append("Removing the mistakes widened the gap: the random input and the ReLUs cost both arms the "
                      "same, and `+ x` cost PseudoLinear an extra pass over memory.")
-    elif fixed < posted / 1.1:
+    elif change.high < 1 / 1.1:
         lines.append("Removing the mistakes narrowed the gap here.")
-    else:
+    elif change.low >= 1 / 1.1 and change.high <= 1.1:
         lines.append("Removing the mistakes changed the ratio by less than 10% here.")
+    else:
+        lines.append("Whether removing the mistakes changed the ratio: " + change.not_decided())
     return "\n".join(lines)
 
 
@@ -362,7 +409,13 @@ def reproduce_summary(t: dict[str, timing.Timing]) -> str:
 
 def overhead_timings(device=None, min_run_time: float = 0.1) -> list[timing.Timing]:
     """What one tiny op costs here, where the work is nothing and only the overhead remains."""
-    dev = _device.pick(device)
+    return [_measure(fn, *args, label=label, min_run_time=min_run_time)
+            for label, fn, args in overhead_cases(_device.pick(device))]
+
+
+def overhead_cases(dev) -> list[tuple[str, object, tuple]]:
+    """(label, fn, args) of `overhead_timings`: tiny ops, and F.linear against the module call on the
+    same parameters."""
     one = torch.zeros(1, device=dev)
     row = torch.zeros(1, 1, device=dev)
     lin = nn.Linear(1, 1).to(dev)
@@ -375,25 +428,32 @@ def overhead_timings(device=None, min_run_time: float = 0.1) -> list[timing.Timi
         m(x).sum().backward()
 
     xg = torch.zeros(1, 1, device=dev, requires_grad=True)
+    # F.linear gets the module's own parameters (requiring grad, so autograd records both calls alike):
+    # the difference between the two is the module call alone.
     cases = [
         ("1-element add", torch.add, (one, one)),
         ("1-element add under no_grad()", add_no_grad, (one,)),
-        ("F.linear, 1×1", F.linear, (row, lin.weight.detach(), lin.bias.detach())),
+        ("F.linear, 1×1 (the module's parameters)", F.linear, (row, lin.weight, lin.bias)),
         ("nn.Linear(1, 1) module call", lin, (row,)),
         ("nn.Linear(1, 1) forward + backward", forward_backward, (lin, xg)),
     ]
-    return [_measure(fn, *args, label=label, min_run_time=min_run_time) for label, fn, args in cases]
+    return cases
 
 
 def overhead_summary(ts: list[timing.Timing]) -> str:
-    """The overhead facts, as measured by `overhead_timings` (in its order)."""
-    add, add_ng, lin_fn, lin_mod, fwd_bwd = (t.median for t in ts)
-    ng = "adds" if add_ng > add else "saves"
-    return (f"A 1-element add costs {fmt_time(add)}: that is the per-op overhead, with no work to do.\n"
-            f"Wrapping it in `with torch.no_grad():` {ng} {fmt_time(abs(add_ng - add))} per call (entering and "
-            "leaving the context is not free).\n"
-            f"nn.Linear as a module costs {lin_mod / lin_fn:.1f}× F.linear on the same 1×1 input (Python "
-            f"module machinery), and a tiny forward + backward {fmt_time(fwd_bwd)}, {fwd_bwd / add:.0f} adds' worth.")
+    """The overhead facts, as measured by `overhead_timings` (in its order); each comparison goes
+    through the noise rule (undecided when the two timings' spreads overlap too much)."""
+    add, add_ng, lin_fn, lin_mod, fwd_bwd = ts
+    ng = noise.from_timings(add_ng, add)
+    mod = noise.from_timings(lin_mod, lin_fn)
+    return (f"A 1-element add costs {fmt_time(add.median)}: that is the per-op overhead, with no work to do.\n"
+            "Wrapping it in `with torch.no_grad():`: " + ng.say(
+                "{r:.2f}× the add alone (entering and leaving the context is not free)",
+                tie="about the same as the add alone") + ".\n"
+            "nn.Linear as a module, against F.linear on the same parameters (both requiring grad): " + mod.say(
+                "{r:.1f}× (the module call's Python machinery)", tie="no measurable difference") + ".\n"
+            f"A tiny forward + backward costs {fmt_time(fwd_bwd.median)}, about {fwd_bwd.median / add.median:.0f} "
+            "adds' worth (a count of ops, not a comparison).")
 
 
 def peaks(device=None, dtype=torch.float32) -> roofline.Peaks:
@@ -427,8 +487,9 @@ def regime_table(params: dict, device=None, dtype=torch.float32, run=None, train
             row += [fmt_time(med), f"{med / pk.floor(w):.1f}"]
             below = below or med < pk.floor(w)
         rows.append(tuple(row))
-    note = ("\nA ratio below 1: the bandwidth in the floor is measured on buffers larger than the cache (data "
-            "that stays in cache moves faster), or a peak came out low on a busy machine." if below else "")
+    note = ("\nA ratio below 1 is a point faster than its floor: the floor's bandwidth is measured on buffers "
+            "larger than the cache, and data that stays in cache moves faster; or a peak came out low on a busy "
+            "machine. The floor is the model's bound, not a law." if below else "")
     return text_table(rows, numbers=True) + note
 
 
@@ -447,10 +508,17 @@ def sweep_summary(sweep, peaks_: roofline.Peaks) -> str:
     how the measurements sit on their floors."""
     meds = sweep.medians()
     lines = ["width  measured Linear / PseudoLinear  roofline predicts  regimes (Linear, PseudoLinear)"]
-    for v, run, a, b in zip(sweep.values, sweep.runs, meds["Linear"], meds["PseudoLinear"]):
+    undecided = []
+    for v, run in zip(sweep.values, sweep.runs):
         lin, pseudo = run.work["Linear"], run.work["PseudoLinear"]
-        lines.append(f"{v:5}  {a / b:30.2f}×  {peaks_.floor(lin) / peaks_.floor(pseudo):16.2f}×  "
+        r = noise.from_timings(run.timings["Linear"], run.timings["PseudoLinear"])
+        undecided += [] if r.decided else [r]
+        shown = f"{r.median:.2f}×" if r.decided else f"({r.median:.2f}×, undecided)"
+        lines.append(f"{v:5}  {shown:>31}  {peaks_.floor(lin) / peaks_.floor(pseudo):16.2f}×  "
                      f"{peaks_.regime(lin)}, {peaks_.regime(pseudo)}")
+    if undecided:
+        worst = max(undecided, key=lambda r: r.spread)
+        lines.append(f"{len(undecided)} measured ratio(s) marked undecided: {worst.not_decided()}.")
     lines.append(f"This device does {peaks_.flops / peaks_.bandwidth:.1f} FLOPs in the time it moves one byte; "
                  "the more it does, the wider Linear can be before its FLOPs cost more than PseudoLinear's bytes.")
     below = [(n, v) for n in meds for v, run, m in zip(sweep.values, sweep.runs, meds[n])
@@ -459,31 +527,39 @@ def sweep_summary(sweep, peaks_: roofline.Peaks) -> str:
         lines.append(f"{len(below)} point(s) ran below their floor: the bandwidth in the floor is measured on "
                      "buffers larger than the cache (data that stays in cache moves faster), or a peak came out "
                      "low on a busy machine.")
-    noisy = sum(getattr(t, "noisy", t.spread > 0.25) for r in sweep.runs for t in r.timings.values())
-    if noisy:
-        lines.append(f"⚠ {noisy} of these timings are noisy (spread over a quarter of the median): rerun the cell.")
     k = linear_exponent(sweep, peaks_)
     if k is not None:
-        exp, lo, hi = k
-        lines.append(f"Linear's time grows as width^{exp:.2f} over its compute-bound widths {lo}–{hi} (the "
-                     "schoolbook count: width^2; a Strassen-like GEMM at most width^1.81).")
-        lines.append("An exponent near 2 is the schoolbook algorithm at a steady FLOP rate." if exp >= 1.9 else
-                     "Below 2: not evidence of fewer multiplications by itself, since a GEMM's FLOP rate rises with "
-                     "its size (and the timings are noisy); the achieved-rate check above is the test.")
+        est, lo, hi = k
+        lines.append(f"Linear's time over its compute-bound widths {lo}–{hi} grows as " + est.say(
+            "width^{v:.2f} (from {low:.2f} to {high:.2f} within the end points' spreads)") +
+            " (the schoolbook count: width^2; a Strassen-like GEMM at most width^1.81).")
+        if est.decided:
+            lines.append("An exponent near 2 is the schoolbook algorithm at a steady FLOP rate." if est.low >= 1.9
+                         else "Below 2: not evidence of fewer multiplications by itself, since a GEMM's FLOP rate "
+                         "rises with its size; the achieved-rate check above is the test.")
     return "\n".join(lines)
 
 
-def linear_exponent(sweep, peaks_: roofline.Peaks) -> tuple[float, int, int] | None:
+def linear_exponent(sweep, peaks_: roofline.Peaks) -> tuple[noise.Estimate, int, int] | None:
     """(k, first, last): Linear's time ~ width^k between its first and last compute-bound widths of
-    a width sweep (the classifier decides which points), or None with fewer than two such points."""
+    a width sweep (the classifier decides which points), or None with fewer than two such points.
+    k is a noise.Estimate: the exponent from the end points' medians, and from their IQR edges (the
+    steepest and the flattest the two timings allow); decided when those lie within ±0.1."""
     if sweep.param != "width" or "Linear" not in sweep.runs[0].timings:
         return None
-    pts = [(v, r.timings["Linear"].median) for v, r in zip(sweep.values, sweep.runs)
+    pts = [(v, r.timings["Linear"]) for v, r in zip(sweep.values, sweep.runs)
            if peaks_.regime(r.work["Linear"]) == "compute"]
     if len(pts) < 2 or pts[-1][0] == pts[0][0]:
         return None
     (w0, t0), (w1, t1) = pts[0], pts[-1]
-    return math.log(t1 / t0) / math.log(w1 / w0), w0, w1
+    span = math.log(w1 / w0)
+
+    def k(a, b):
+        return math.log(max(b, 1e-12) / max(a, 1e-12)) / span
+
+    vals = [k(t0.median + t0.iqr / 2, t1.median - t1.iqr / 2), k(t0.median, t1.median),
+            k(t0.median - t0.iqr / 2, t1.median + t1.iqr / 2)]
+    return noise.Estimate(vals, abs_tol=0.1), w0, w1
 
 
 def reported_figure():
@@ -540,14 +616,26 @@ def gpu_launch_latency(device="cuda", n: int = 200) -> dict[str, float] | None:
 
 
 def work_comparison(params: dict = THREAD_SHAPE) -> str:
-    """Linear against PseudoLinear at `params`: FLOPs and bytes from their traces, in words that follow them."""
+    """Linear against PseudoLinear at `params`: FLOPs and bytes from their traces, on a CPU (addmm copies
+    the bias into its output) and on a CUDA GPU (cuBLASLt's epilogue adds it: no copy), in words that
+    follow the numbers."""
     w = LESSON.work(params)
     lin, pseudo = w["Linear"], w["PseudoLinear"]
-    ratio = pseudo.bytes / lin.bytes
-    more = "more bytes than" if ratio > 1.05 else "fewer bytes than" if ratio < 0.95 else "about as many bytes as"
-    return (f"Linear: {lin.flops / 1e9:.2f} GFLOP and {lin.bytes / 2**20:.1f} MiB; PseudoLinear: "
-            f"{pseudo.flops / 1e9:.2f} GFLOP (the trace counts matmul FLOPs) and {pseudo.bytes / 2**20:.1f} MiB.\n"
-            f"PseudoLinear reads and writes {more} Linear ({ratio:.2f}×), though Linear does all the FLOPs.")
+
+    def words(cuda):
+        ratio = pseudo.bytes_on(cuda) / lin.bytes_on(cuda)
+        more = ("more bytes than" if ratio > 1.05 else "fewer bytes than" if ratio < 0.95
+                else "about as many bytes as")
+        return f"PseudoLinear reads and writes {more} Linear ({ratio:.2f}×)"
+
+    return (f"Linear: {lin.flops / 1e9:.2f} GFLOP; PseudoLinear: {pseudo.flops / 1e9:.2f} GFLOP (the trace counts "
+            "matmul FLOPs).\n"
+            f"On a CPU, Linear moves {lin.bytes_on(False) / 2**20:.1f} MiB: addmm first copies the bias into its "
+            f"output ({lin.lt_bias_bytes / 2**20:.1f} MiB of the total, written and read back), then adds the "
+            f"product onto it. PseudoLinear moves {pseudo.bytes / 2**20:.1f} MiB. {words(False)}.\n"
+            f"On a CUDA GPU, addmm with a 1-D bias goes to cuBLASLt, whose epilogue adds the bias as it writes the "
+            f"output (no copy): Linear moves {lin.bytes_on(True) / 2**20:.1f} MiB, and {words(True)}.\n"
+            "Either way Linear does all the FLOPs.")
 
 
 # --- the Strassen claim: which GEMM ran ------------------------------------------------------------
@@ -587,6 +675,10 @@ def rate_summary(run, peaks_: roofline.Peaks) -> str:
     """Linear's achieved FLOP rate (schoolbook count) against the measured peak of a large mm and, on
     a GPU the datasheet knows, against the hardware's peak; what that says about the algorithm."""
     rate = achieved_rate(run)
+    t = run.timings["Linear"]
+    # the rate within the timing's IQR: fastest and slowest the measurement allows
+    est = noise.Estimate([run.work["Linear"].flops / max(t.median + t.iqr / 2, 1e-12), rate,
+                          run.work["Linear"].flops / max(t.median - t.iqr / 2, 1e-12)])
     lines = [f"Linear at {_shape(run.params)}: {rate / 1e9:,.0f} GFLOP/s counted as 2·batch·width² FLOPs a layer; "
              f"the measured peak of a large mm is {peaks_.flops / 1e9:,.0f} GFLOP/s ({rate / peaks_.flops:.0%} of it)."]
     sheet = None
@@ -596,11 +688,15 @@ def rate_summary(run, peaks_: roofline.Peaks) -> str:
         lines.append(f"The datasheet peak ({sheet.source.split(';')[0]}) is {sheet.flops / 1e9:,.0f} GFLOP/s: "
                      f"{rate / sheet.flops:.0%} of what the hardware can do with the schoolbook count.")
     top = sheet.flops if sheet else peaks_.flops
-    if rate <= 1.1 * top:
+    if not est.decided:
+        lines.append("Whether Linear runs above the peak: " + est.not_decided())
+    elif est.high <= 1.1 * top:
         lines.append("No sign of fewer multiplications: the schoolbook count runs at or below the peak.")
-    else:
+    elif est.low > 1.1 * top:
         lines.append("Above the peak: either the peak measurement came out low (a busy machine; rerun) or the "
                      "library does fewer multiplications here.")
+    else:
+        lines.append("Within the timing's spread of the peak: no evidence either way; rerun on a quieter machine.")
     return "\n".join(lines)
 
 
@@ -618,14 +714,23 @@ def by_hand_table(params: dict, training: bool = False) -> str:
     return text_table(rows, numbers=True)
 
 
-def inplace_on_a_leaf() -> str:
-    """What autograd says to an in-place op on a tensor it needs: the limit on 'in place'."""
-    x = torch.randn(3, requires_grad=True)
+def inplace_on_a_saved_tensor() -> str:
+    """What autograd says when an in-place op overwrites a tensor it saved for backward: the limit on
+    'in place'. `y = x * w` saves x (w's gradient needs it); `x.add_(1)` then bumps x's version
+    counter, and backward refuses, since the saved x is no longer the x it saw. (A leaf that
+    requires grad is refused earlier, by another rule: no in-place op on a leaf at all.)"""
+    inp = torch.randn(3, requires_grad=True)
+    w = torch.randn(3, requires_grad=True)
+    x = inp * 2  # not a leaf: in place is allowed on it...
+    y = x * w  # ...but mul saved it, for w's gradient
+    x.add_(1)  # allowed now: the check happens at backward
     try:
-        x.mul_(2.0)
+        y.sum().backward()
     except RuntimeError as err:
-        return f"x.mul_(2.0) on a leaf that requires grad: RuntimeError, {str(err).splitlines()[0]}"
-    return "x.mul_(2.0) was allowed (this torch does not refuse in-place ops on leaves)"
+        msg = str(err).splitlines()[0]
+        return ("y = x * w, then x.add_(1), then backward: RuntimeError, "
+                + msg.split(": [")[0] + " (the saved x changed version)")
+    return "backward after x.add_(1) was allowed (this torch did not check the saved tensor's version)"
 
 
 def optimizer_ops(n_tensors: int = 64, size: int = 1000) -> dict[str, list[str]]:
@@ -723,11 +828,11 @@ class CompiledRun:
         reg = self.regimes.get(shape)
         where = (f" (eager PseudoLinear {roofline.REGIME_WORDS[reg[0]]}; one fused kernel would be "
                  f"{roofline.REGIME_WORDS[reg[1]]})" if reg else "")
-        ratio = e.median / c.median
-        how = f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
-        noisy = " ⚠ noisy: rerun" if e.noisy or c.noisy else ""
-        return (f"at {shape}{where}:\n  eager {fmt_time(e.median)}, compiled {fmt_time(c.median)}: "
-                f"compiled is {how}{noisy}")
+        r = noise.from_timings(e, c)
+        how = r.say("compiled is {r:.2f}× faster", tie="compiled and eager are within 5% of each other")
+        if r.faster is not None and r.median < 1:  # eager over compiled below 1: compiled is slower
+            how = f"compiled is {1 / r.median:.2f}× slower"
+        return (f"at {shape}{where}:\n  eager {fmt_time(e.median)}, compiled {fmt_time(c.median)}: {how}")
 
     def __str__(self) -> str:
         if not self.compiled.ok:
@@ -738,10 +843,11 @@ class CompiledRun:
         if self.small:
             e, c = self.small
             lines.append(self._pair(self.small_params or {}, e, c))
-            if c.median >= e.median:
+            r = noise.from_timings(e, c)  # eager / compiled
+            if r.faster is not None and r.median < 1:
                 lines.append("At the small shape the compiled function's own overhead (guards, its wrapper) "
                              "ate the gain.")
-            else:
+            elif r.faster is not None:
                 lines.append("At the small shape the fused kernel still won here: its wrapper (guards, a Python "
                              "call) cost less than the ops it saved.")
         return "\n".join(lines)
@@ -779,6 +885,218 @@ def compile_and_compare(params: dict, device=None, small: dict | None = None,
     return out
 
 
+# --- what fusion's gain is made of: bytes, the allocator, threads --------------------------------
+
+
+def pseudo_linear_reused(x, W, w, b, t, y):
+    """PseudoLinear's eight ops writing into two buffers made once (`out=`): the same ops and bytes
+    as eager PseudoLinear, no new allocation per call."""
+    for l in range(w.shape[0]):
+        torch.mul(x, w[l], out=t)
+        torch.add(t, b[l], out=y)
+        x = y
+    return y
+
+
+def fusion_bytes(params: dict) -> tuple[int, int]:
+    """(eager PseudoLinear's bytes, one fused kernel's bytes) from their traces on meta: the bytes bound
+    on what fusion can save is their ratio, about 2·layers (each op reads and writes the activation;
+    the fused kernel reads x once and writes once)."""
+    eager = LESSON.work(params)["PseudoLinear"].bytes
+    return eager, compiled_work(params)["compiled"].bytes
+
+
+def _minor_faults() -> int:
+    try:
+        import resource
+    except ImportError:  # Windows: no getrusage
+        return -1
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def faults_per_call(fn, *args, calls: int = 3) -> float | None:
+    """Minor page faults this process takes per call of fn (getrusage; warm calls only). None where
+    getrusage is missing. On a GPU the device's caching allocator reuses its blocks: this counts the
+    host side only."""
+    fn(*args)
+    before = _minor_faults()
+    if before < 0:
+        return None
+    for _ in range(calls):
+        fn(*args)
+    return (_minor_faults() - before) / calls
+
+
+@dataclasses.dataclass
+class FusionCauses:
+    """Eager PseudoLinear (new outputs), eager into reused buffers, and the compiled (fused) function,
+    timed in paired rounds with this machine's threads and with one thread; page faults per call;
+    the bytes bound from the traces."""
+
+    params: dict
+    device: str
+    bytes_eager: int
+    bytes_fused: int
+    faults: dict[str, float | None]
+    threads: int
+    many: noise.Comparison  # with `threads` threads
+    one: noise.Comparison | None  # with one thread (CPU only)
+
+    @property
+    def bound(self) -> float:
+        return self.bytes_eager / self.bytes_fused
+
+    def __str__(self) -> str:
+        f = self.faults
+        lines = [f"at {_shape(self.params)} on {self.device.upper()}:",
+                 f"bytes: eager PseudoLinear moves {_device.fmt_bytes(self.bytes_eager)}, one fused kernel "
+                 f"{_device.fmt_bytes(self.bytes_fused)}: fusion can save at most {self.bound:.1f}× of the traffic "
+                 "(the bytes bound; traced, the same on every machine)."]
+        many = "GPU" if self.device == "cuda" else f"{self.threads} threads" if self.threads > 1 else "1 thread"
+        rows = [("variant", many,
+                 *(("1 thread",) if self.one else ()), "minor page faults per call")]
+        for n in self.many.names:
+            rows.append((n, fmt_time(self.many.median(n)), *((fmt_time(self.one.median(n)),) if self.one else ()),
+                         "-" if f.get(n) is None else f"{f[n]:,.0f}"))
+        lines.append(text_table(rows, numbers=True))
+        fresh, reused, fused = self.many.names
+        parts = [self.many.ratio(fresh, reused).say("{r:.2f}×", tie="no difference (within 5%)") + f" ({many})"]
+        if self.one:
+            parts.append(self.one.ratio(fresh, reused).say("{r:.2f}×", tie="no difference (within 5%)") + " (1 thread)")
+        lines.append("allocator: eager with new outputs over eager into reused buffers, " + "; ".join(parts) + ".")
+        if self.one:
+            th = noise.Ratio([a / b for a, b in zip(self.many.rounds[reused], self.one.rounds[reused])])
+            lines.append("threads: " + th.say(
+                "eager into reused buffers takes {r:.2f}× as long with " + str(self.threads) + " threads as with one "
+                f"({2 * self.params['layers']} parallel regions a call, each waiting for every thread).",
+                tie=f"eager into reused buffers takes the same time with {self.threads} threads as with one."))
+        ref = self.one or self.many
+        r = ref.ratio(reused, fused)
+        lines.append(f"fusion alone (compiled over eager into reused buffers{', 1 thread' if self.one else ''}): "
+                     + r.say("{r:.2f}× faster", tie="no faster (within 5%)")
+                     + (f", against the bytes bound of {self.bound:.1f}×." if r.decided else "."))
+        return "\n".join(lines)
+
+
+def fusion_causes(params: dict, device=None, compiled=None, max_time: float = 5.0,
+                  min_run_time: float = 0.02) -> FusionCauses:
+    """Take fusion's measured gain apart. `compiled`: the compiled PseudoLinear (CompiledRun's
+    `compiled.fn`), reused so no second compile happens."""
+    dev = _device.pick(device)
+    full = LESSON.check(params, dev, torch.float32)
+    if compiled is None:
+        raise ValueError("Pass the compiled function (compile_and_compare(...).compiled.fn).")
+    x, W, w, b = make_inputs(full, dev, torch.float32)
+    t, y = torch.empty_like(x), torch.empty_like(x)
+    fns = {"eager, new outputs": lambda: pseudo_linear(x, W, w, b),
+           "eager, reused out= buffers": lambda: pseudo_linear_reused(x, W, w, b, t, y),
+           "compiled (one fused kernel)": lambda: compiled(x, W, w, b)}
+    faults = {n: faults_per_call(fn) if dev.type == "cpu" else None for n, fn in fns.items()}
+    pairs = [(a, b_) for a, b_ in zip(list(fns), list(fns)[1:])]
+    many = noise.compare(fns, pairs=pairs, min_run_time=min_run_time, max_time=max_time)
+    one = None
+    threads = torch.get_num_threads()
+    if dev.type == "cpu" and threads > 1:
+        torch.set_num_threads(1)
+        try:
+            one = noise.compare(fns, pairs=pairs, min_run_time=min_run_time, max_time=max_time)
+        finally:
+            torch.set_num_threads(threads)
+    eager_b, fused_b = fusion_bytes(full)
+    return FusionCauses(full, dev.type, eager_b, fused_b, faults, threads, many, one)
+
+
+# --- this machine beside the GPU models, at one shape ----------------------------------------------
+
+
+def machines_at(run, gpus=roofline.MODEL_GPUS) -> dict[str, dict[str, float]]:
+    """{row label: {variant: seconds}} at the run's own shape: this machine's medians, then each GPU's
+    model floor (datasheet peaks, cuBLASLt's bias epilogue, 5 µs per op assumed): lower bounds, not
+    medians. Every label names its kind; `machines_figure` puts the one shape in the title."""
+    rows = {f"this machine ({run.device.upper()}) · measured median": {n: t.median for n, t in run.timings.items()}}
+    work = LESSON.work(run.params)
+    for gpu in gpus:
+        pk = roofline.datasheet(gpu, torch.float32, tf32=False)
+        if pk is not None:
+            rows[f"{gpu} · model floor"] = {n: pk.floor(work[n]) for n in run.timings}
+        tf = roofline.datasheet(gpu, torch.float32, tf32=True)
+        if tf is not None and tf.tf32 and "Linear" in run.timings:
+            rows[f"{gpu} · model floor, Linear in TF32"] = {"Linear": tf.floor(work["Linear"])}
+    return rows
+
+
+def legend_outside(fig, width: float = 9.0):
+    """Move the first axes' legend to the right of the plot (it never covers data) and widen the figure
+    to `width` inches, about JupyterLab's default width at its default resolution."""
+    ax = fig.axes[0]
+    leg = ax.get_legend()
+    if leg is None:
+        return fig
+    handles = getattr(leg, "legend_handles", None) or getattr(leg, "legendHandles", [])
+    ax.legend(handles, [t.get_text() for t in leg.get_texts()], fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.set_size_inches(width, fig.get_size_inches()[1])
+    return fig
+
+
+def machines_figure(run):
+    """This machine beside the GPU models at the run's shape (named in the title), legend beside the axes."""
+    fig = plots.machines(machines_at(run), title=f"All at {_shape(run.params)}, float32: this machine's medians "
+                         "and GPU model floors\n(a floor is a lower bound from datasheet peaks, not a median)")
+    fig.axes[0].title.set_fontsize(9)
+    fig.set_size_inches(9, 3.4)
+    return legend_outside(fig)
+
+
+def recorded_fusion() -> str:
+    """Fusion taken apart at the recorded memory-bound shape, from each measured file (not re-measured)."""
+    lines = []
+    for rec in results.for_lesson(LESSON_KEY, kinds="measured"):
+        c = (rec.lessons[LESSON_KEY] or {}).get("compiled") or {}
+        if "fusion" not in c:
+            continue
+        faults = c.get("faults_per_call") or {}
+        one = c.get("medians_1_thread") or c.get("medians") or {}
+        lines.append(f"{rec.label()}, at {_shape(c['params'])} ({c['rounds']} paired rounds, 1 thread):")
+        lines += [f"  {n}: {fmt_time(t)}" + (f", {faults[n]:,.0f} minor page faults a call" if faults.get(n)
+                                              is not None else "") for n, t in one.items()]
+        f, a = c["fusion"], c["allocator"]
+        lines.append(f"  allocator: new outputs over reused buffers {a['median']:.2f}×; fusion alone (compiled over "
+                     f"reused buffers) {f['median']:.2f}× against the bytes bound {c['bytes_bound']:.1f}×"
+                     + ("" if f["decided"] else " (not decided when recorded)"))
+    return "\n".join(lines) or "No measured file here records fusion's causes: run `python -m lessons_lib.record`."
+
+
+def optimizer_summary(ts: list[timing.Timing]) -> str:
+    """for-loop SGD step over foreach, through the noise rule."""
+    loop, fe = ts
+    return "foreach against the for loop: " + noise.from_timings(loop, fe).say(
+        "the loop takes {r:.2f}× foreach's time", tie="no measurable difference") + "."
+
+
+# --- where the speed-up goes at large width: the asymptote ------------------------------------------
+
+ASYMPTOTE_WIDTHS = [128, 1024, 8192, 32768]
+
+
+def asymptote_table(gpus=roofline.MODEL_GPUS, widths=ASYMPTOTE_WIDTHS, batch: int = 32768) -> str:
+    """The model's Linear / PseudoLinear ratio of floors at large widths, beside its asymptote
+    slope·width, for each GPU in fp32 and with TF32 (datasheet peaks: model, not measurement)."""
+    rows = [("GPU (model)", "math", "slope s", *(f"width {v}: floors (s·width)" for v in widths))]
+    for gpu in gpus:
+        for tf32 in (False, True):
+            pk = roofline.datasheet(gpu, torch.float32, tf32=tf32)
+            if pk is None or (tf32 and not pk.tf32):
+                continue
+            slope = roofline.speedup_asymptote(pk, 4, tf32=tf32)
+            cells = []
+            for v in widths:
+                wk = LESSON.work({"width": v, "batch": batch, "layers": 1})
+                cells.append(f"{pk.floor(wk['Linear']) / pk.floor(wk['PseudoLinear']):,.1f}× ({slope * v:,.1f}×)")
+            rows.append((gpu, "TF32" if tf32 else "fp32", f"{slope:.5f}", *cells))
+    return text_table(rows, numbers=True)
+
+
 def compiled_training_check(params: dict, device=None) -> str:
     """A compiled training step (forward and backward) against float64 at `params` and an odd shape.
 
@@ -814,12 +1132,15 @@ def _train_call(inputs):
 
 def batch_summary(sweep, peaks_: roofline.Peaks) -> str:
     """Time per row at the ends of a batch sweep, and the points well above their floor (with their spread)."""
-    meds = sweep.medians()
     lines = []
-    for name, ms in meds.items():
-        first, last = ms[0] / sweep.values[0], ms[-1] / sweep.values[-1]
+    for name in sweep.runs[0].timings:
+        t0, t1 = sweep.runs[0].timings[name], sweep.runs[-1].timings[name]
+        first, last = t0.median / sweep.values[0], t1.median / sweep.values[-1]
+        per_row = noise.from_timings(t0, t1)  # whole-call ratio; per row it is times the batch ratio
+        less = (f"{per_row.median * sweep.values[-1] / sweep.values[0]:.0f}× less" if per_row.decided
+                else per_row.not_decided())
         lines.append(f"{name}: {fmt_time(first)} per row at batch {sweep.values[0]}, {fmt_time(last)} at batch "
-                     f"{sweep.values[-1]} ({first / last:.0f}× less)")
+                     f"{sweep.values[-1]} ({less})")
     high = [(n, r.params["batch"], r.timings[n]) for r in sweep.runs for n in r.timings
             if r.timings[n].median > 2 * peaks_.floor(r.work[n]) and peaks_.regime(r.work[n]) != "overhead"]
     for n, batch, t in high:
@@ -877,26 +1198,59 @@ def record(device, quick: bool = False) -> dict:
     if not quick:
         cr = compile_and_compare(MEMORY_BOUND[kind], dev, min_run_time=t)
         if cr.compiled.ok and cr.fused:
-            speedup = cr.eager.median / cr.fused.median
-            out["compiled"] = {"params": cr.params, "cold_s": cr.compiled.cold_s, "eager": cr.eager.median,
-                               "compiled": cr.fused.median, "speedup": speedup,
-                               "bar": ">= 2 (compiled vs eager PseudoLinear, forward, float32, memory-bound shape)",
-                               "ok": speedup >= 2}
+            fc = fusion_causes(cr.params, dev, compiled=cr.compiled.fn, max_time=60.0)
+            ref = fc.one or fc.many
+            names = fc.many.names
+            out["compiled"] = {
+                "params": cr.params, "cold_s": cr.compiled.cold_s, "eager": cr.eager.median,
+                "compiled": cr.fused.median, "speedup": cr.eager.median / cr.fused.median,
+                "bytes_eager": fc.bytes_eager, "bytes_fused": fc.bytes_fused, "bytes_bound": fc.bound,
+                "threads": fc.threads, "faults_per_call": fc.faults,
+                "medians": {n: fc.many.median(n) for n in names},
+                "medians_1_thread": {n: fc.one.median(n) for n in names} if fc.one else None,
+                "rounds": len(ref.rounds[names[0]]),
+                # fusion alone: compiled against eager into reused buffers, one thread where it applies
+                "fusion": _ratio_dict(ref.ratio(names[1], names[2])),
+                "allocator": _ratio_dict(ref.ratio(names[0], names[1])),
+                "threads_ratio": (_ratio_dict(noise.Ratio([a / b for a, b in zip(fc.many.rounds[names[1]],
+                                                                                  fc.one.rounds[names[1]])]))
+                                  if fc.one else None)}
         else:
             out["compiled"] = {"problem": cr.compiled.problem}
     return out
 
 
+def _ratio_dict(r: noise.Ratio) -> dict:
+    return {"median": r.median, "low": r.low, "high": r.high, "decided": r.decided}
+
+
+FUSION_MARGIN = 1.25  # on the bytes bound: traced bytes are not DRAM bytes (caches, write-allocate)
+
+
 def targets(device, section: dict) -> list[dict]:
-    """This lesson's bars as measured here: the compiled forward ≥ 2× eager PseudoLinear at a
-    memory-bound CPU shape (on a GPU a `gpu` claim test holds the bars); the per-op overhead measured,
-    not assumed; every variant's regime recorded at three shapes."""
+    """This lesson's bars as measured here. Fusion, for the lesson's reason: the compiled forward
+    against eager PseudoLinear writing into reused buffers (no allocator in the ratio; one thread on a
+    CPU, so no thread waits either) is faster, and by no more than the bytes bound the traces give
+    (2·layers) with a margin, since fusion saves bytes; decided by paired rounds. Beside it, shown
+    and not judged: the allocator's share (new outputs over reused buffers, page faults per call).
+    The per-op overhead measured, not assumed; every variant's regime recorded at three shapes. On a
+    GPU, `gpu` claim tests hold the bars."""
     cpu = torch.device(device).type == "cpu"
     out = []
     c = section.get("compiled") or {}
-    if "speedup" in c:
-        out.append({"name": f"04 compiled / eager PseudoLinear, forward, at {_shape(c['params'])}",
-                    "value": c["speedup"], "bar": ">= 2 (CPU)", "ok": c["speedup"] >= 2 if cpu else None})
+    if "fusion" in c:
+        f, bound = c["fusion"], c["bytes_bound"]
+        ok = f["decided"] and f["low"] > 1 and f["high"] <= FUSION_MARGIN * bound
+        out.append({"name": f"04 fused / eager PseudoLinear into reused buffers, forward, 1 thread, at "
+                            f"{_shape(c['params'])} (bytes bound {bound:.1f}×)",
+                    "value": f["median"], "bar": f"> 1 and <= {FUSION_MARGIN:g} × bytes bound, decided (CPU)",
+                    "ok": ok if cpu else None})
+        a = c["allocator"]
+        faults = (c.get("faults_per_call") or {}).get("eager, new outputs")
+        out.append({"name": "04 eager PseudoLinear, new outputs / reused buffers (the allocator; "
+                            f"{faults:,.0f} minor page faults a call)" if faults is not None else
+                            "04 eager PseudoLinear, new outputs / reused buffers (the allocator)",
+                    "value": a["median"], "bar": "info (shown, not judged)", "ok": None})
     add = (section.get("overhead") or {}).get("1-element add")
     if add:
         out.append({"name": "04 per-op overhead, a 1-element add (µs, measured)", "value": add["median"] * 1e6,
@@ -1039,9 +1393,13 @@ def _device_first_line(err: BaseException) -> str:
 __all__ = ["LESSON", "TRAIN_LESSON", "FORWARD_FIXES", "LESSON_KEY", "THREAD_SHAPE", "ThreadReport", "thread_report",
            "linear", "pseudo_linear", "addcmul", "mul_add_inplace", "make_inputs", "make_train_inputs", "train_step",
            "explorer", "compiled_work", "with_compiled", "posted_model", "posted_step", "fixed_model", "fixed_step",
-           "mistakes_table", "reproduce", "thread_runs_table", "overhead_timings", "peaks", "regime_terms",
+           "mistakes_table", "reproduce", "thread_runs_table", "overhead_timings", "overhead_cases", "peaks", "regime_terms",
            "regime_table", "regimes", "gemm_evidence", "work_comparison", "gpu_kernels", "achieved_rate",
-           "by_hand_table", "inplace_on_a_leaf", "optimizer_ops", "optimizer_timings", "foreach_check", "check_fixes",
+           "by_hand_table", "inplace_on_a_saved_tensor", "optimizer_ops", "optimizer_timings", "foreach_check", "check_fixes",
            "reported_figure", "reported_table", "gpu_launch_latency", "reproduce_summary", "overhead_summary",
            "sweep_summary", "linear_exponent", "rate_summary", "fused_graphs", "compile_and_compare", "CompiledRun",
-           "compiled_training_check", "batch_summary", "record", "targets", "exercise_starter", "check_exercise"]
+           "compiled_training_check", "batch_summary", "record", "targets", "exercise_starter", "check_exercise",
+           "REPRODUCE_PAIRS", "reproduce_table", "linear_tf32", "with_tf32", "has_tf32", "pseudo_linear_reused",
+           "fusion_bytes", "faults_per_call", "FusionCauses", "fusion_causes", "machines_at", "asymptote_table",
+           "machines_figure", "legend_outside", "recorded_fusion", "optimizer_summary",
+           "FUSION_MARGIN"]
