@@ -401,6 +401,33 @@ def reported_table() -> str:
     return text_table(rows, numbers=True) + f"\nratio {ratio:.2f}×; {THREAD_REPORTED_NOTE}"
 
 
+def precision_model(params: dict | None = None, gpus=roofline.MODEL_GPUS, training: bool = True,
+                    variants=("loop (SlowGroups)", "grouped Conv1d", "matmul, channels first", "bmm, rows first")) -> str:
+    """Roofline floors (model, from datasheet peaks; not measurements) of a training step at the thread's
+    shape in float32, float16 and bfloat16, per GPU: the mixed-precision side of the replier's fp16 run.
+    The work is traced once on meta in float32; in fp16/bf16 the same ops move 2-byte elements (half the
+    bytes, the same FLOPs and launches). A GPU without bf16 hardware (T4) says so. The grouped Conv1d's floor assumes its kernels run at the GEMM peak, which the thread
+    suggests they do not."""
+    p = {**THREAD_SHAPE, **(params or {})}
+    lesson = TRAIN_LESSON if training else LESSON
+    lesson = dataclasses.replace(lesson, variants=[lesson.variant(v) for v in variants])  # trace only these
+    dtypes = (torch.float32, torch.float16, torch.bfloat16)
+    w32 = lesson.work(p, torch.float32)
+    half = {v: dataclasses.replace(w, bytes=w.bytes // 2, lt_bias_bytes=w.lt_bias_bytes // 2) for v, w in w32.items()}
+    work = {torch.float32: w32, torch.float16: half, torch.bfloat16: half}
+    rows = [("GPU (model)", "variant", *(str(dt).replace("torch.", "") for dt in dtypes))]
+    for gpu in gpus:
+        for v in variants:
+            cells = []
+            for dt in dtypes:
+                pk = roofline.datasheet(gpu, dt, tf32=False)
+                cells.append("no hardware" if pk is None else timing.fmt_time(pk.floor(work[dt][v])))
+            rows.append((gpu, v, *cells))
+    shape = ", ".join(f"{k} {v}" for k, v in p.items())
+    return (text_table(rows) + f"\n{'training step' if training else 'forward'} at {shape}; floors from datasheet "
+            "peaks (float32 without TF32, fp16/bf16 tensor cores) and an assumed 5 µs per op: a model, not a measurement.")
+
+
 # --- look inside -----------------------------------------------------------------------------------------
 
 
@@ -1022,7 +1049,7 @@ def _gpu_speed_check(fn) -> tuple[str, bool, str]:
 __all__ = ["KEY", "LESSON", "TRAIN_LESSON", "THREAD_SHAPE", "THREAD_REPORTED", "SlowGroups", "MultichannelLinear",
            "slow_groups", "grouped_conv1d", "bmm_rows", "matmul_channels", "einsum", "vmap_functional",
            "block_diagonal", "grouped_mm", "grouped_linear_auto", "forum_baddbmm", "make_inputs", "make_train_inputs", "train_step",
-           "with_variants", "explorer", "thread_models", "reproduce", "reproduce_summary", "reported_table",
+           "with_variants", "explorer", "thread_models", "reproduce", "reproduce_summary", "reported_table", "precision_model",
            "look_inside", "copies_table", "gemm_shapes", "conv_backend", "optimizer_ops", "optimizer_timings",
            "optimizer_summary", "AUTO", "FORUM", "BAR",
            "loop_graphs", "loop_rows", "compile_loop", "check_all", "CHECK_SHAPE", "grouped_mm_report", "grouped_mm_trace",

@@ -420,3 +420,11 @@ def test_reproduce_runs_mixed_precision_and_refuses_fp16_autocast_on_a_cpu(one_t
     with pytest.raises(ValueError, match="bfloat16"):
         L.reproduce("cpu", SMALL, amp="float16")
     assert f"input {SMALL['batch']}×" in L.conv_backend(SMALL, "cpu")  # probed with the real input's shape
+
+
+def test_precision_model_halves_the_batched_floors_and_knows_the_t4_has_no_bf16():
+    text = L.precision_model({"batch": 1, "groups": 4, "group_size": 16, "length": 8}, gpus=("T4", "H100"),
+                             variants=("grouped Conv1d", "bmm, rows first"))
+    t4 = [line for line in text.splitlines() if line.startswith("T4")]
+    assert t4 and all(line.rstrip().endswith("no hardware") for line in t4)
+    assert "a model, not a measurement" in text
