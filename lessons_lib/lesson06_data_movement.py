@@ -357,11 +357,13 @@ def growth_exponent(ns, values) -> float:
     return math.log(values[-1] / values[-2]) / math.log(ns[-1] / ns[-2])
 
 
-def cat_verdict(device=None, max_time: float = 4.0):
-    """(Comparison, sentence) at the default shape: the three strategies in paired rounds (the noise
-    rule); the sentence states only what the rounds decide. The last round's timings are in `cmp.timings`."""
+def cat_verdict(device=None, pieces: int | None = None, max_time: float = 4.0):
+    """(Comparison, sentence): the three strategies in paired rounds (the noise rule); the sentence states
+    only what the rounds decide. The last round's timings are in `cmp.timings`. On a CPU at 64 pieces by
+    default: at 256 one call of the loop takes 50-400 ms on a busy 2-core machine, and paired rounds of
+    it would take a minute (the n² bytes at 256 pieces come from the trace instead)."""
     dev = _device.pick(device)
-    p = CAT_LESSON.defaults(dev)
+    p = {**CAT_LESSON.defaults(dev), "pieces": pieces or (CAT_LESSON.defaults(dev)["pieces"] if dev.type == "cuda" else 64)}
     CAT_LESSON.check(p, dev, torch.float32)
     pieces = cat_inputs(p, dev, torch.float32)
     cmp = noise.compare({v.name: (lambda fn=v.fn: fn(*pieces)) for v in CAT_LESSON.variants}, max_time=max_time,
@@ -655,7 +657,7 @@ def convnet(channels: int = 32) -> nn.Module:
 def layout_inputs(device=None, batch: int | None = None, size: int | None = None, dtype=torch.float32):
     dev = _device.pick(device)
     batch = batch or (64 if dev.type == "cuda" else 4)  # CPU: small enough for paired rounds in a few seconds
-    size = size or (64 if dev.type == "cuda" else 32)
+    size = size or (64 if dev.type == "cuda" else 16)
     x = torch.randn(batch, 3, size, size, device=dev, dtype=dtype)
     return x
 
