@@ -263,10 +263,12 @@ def test_each_mistake_fails_exactly_its_own_check(bench, fails):
     # The machine-independent lines only: the [GPU] line's outcome is a claim test's business.
     v = L.check_exercise(bench)
     failed = [name.split(":")[0] for name, ok, _d in v.on_every_machine().checks if ok is False]
-    if bench is first_call_only:  # a single call is at the mercy of noise: other lines may fail too
-        assert fails in failed, str(v)
-    else:
+    if bench is no_sync:  # reports too little by design; noise can only add to it, never rescue it
         assert failed == [fails], str(v)
+    else:  # one call, or a mean, is at the mercy of noise: other lines may fail too, but only by reporting too much
+        assert fails in failed, str(v)
+        others = [(n, d) for n, ok, d in v.on_every_machine().checks if ok is False and not n.startswith(fails)]
+        assert all("too much" in d for _n, d in others), str(v)
     assert not v.passed
 
 
