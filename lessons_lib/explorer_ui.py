@@ -51,6 +51,7 @@ class ExplorerUI:
     _was_showing: str | None = None  # the record shown before a Run or Sweep switched the menu back
     _stopped_note = ""
     _t_measure = 0.0
+    _pending_replay = False  # the menu changed while busy: replay its choice when the work ends
 
     def widget(self):
         if self._ui is None:
@@ -180,8 +181,12 @@ class ExplorerUI:
         self.status.value = "<i>stopping after the current measurement…</i>"
 
     def _on_source(self, _change):
-        if not self._following:
-            self._act(self._do_replay)
+        if self._following:
+            return
+        if self._worker is not None and self._worker.is_alive():  # shown once the current work ends
+            self._pending_replay = True
+            return
+        self._act(self._do_replay)
 
     def _act(self, action, background: bool = True, measures: bool = False):
         """Run an action; returns its thread (or None when run in place). An action that measures
@@ -233,6 +238,13 @@ class ExplorerUI:
             self.progress.value = 0
             self.run_b.disabled = self.sweep_b.disabled = False
             self.stop_b.disabled = True
+        if self._pending_replay:  # the menu moved while this ran: what it shows now must be drawn
+            self._pending_replay = False
+            if threading.current_thread() is self._worker:
+                self._worker = threading.Thread(target=self._work, args=(self._do_replay,), daemon=True)
+                self._worker.start()
+            else:
+                self._work(self._do_replay)
 
     def _done_line(self, seconds: float) -> str:
         if self._estimated is None:  # a replay: nothing was timed
@@ -265,6 +277,8 @@ class ExplorerUI:
     def _do_sweep(self):
         def step(i, n):
             self.progress.max, self.progress.value = n, i
+            if i < n:
+                self.status.value = _line(f"… {i} of {n} points measured (Stop keeps them)", "#555")
 
         self.progress.value = 0
         sw, fig = self.sweep(self.sweep_w.value, dtype=self.dtype_w.value, device=self.device_w.value,

@@ -544,7 +544,7 @@ def metrics_table(metrics: dict[str, dict[str, float]]) -> str:
 
 
 CALIBRATION_FLOOR = 0.005  # seconds: a variant's floor at its smallest calibration shape
-CALIBRATION_CALL = 0.1  # seconds: calibration goes up toward the asked shape while a call is predicted under this
+CALIBRATION_CALL = 0.05  # seconds: calibration goes up toward the asked shape while a call is predicted under this
 CALIBRATION_CALLS = 3  # timed calls per shape (after one untimed), when a call is fast
 _TIMER_OVERHEAD = 1e-6  # seconds torch's Timer spends around a block (its block-size search aims at 1e-4 of it)
 

@@ -139,7 +139,7 @@ class Explorer(ExplorerUI):
         ratio = noise.from_timings(run.timings[b], run.timings[a])
         if not ratio.decided and run.device in ("cpu", "cuda"):
             cmp = noise.compare_lesson(self.lesson, run.params, run.device, _dtype(run.dtype), variants=[a, b],
-                                       rounds=3, max_rounds=7, max_time=4.0, min_run_time=0.01)
+                                       rounds=3, max_rounds=7, max_time=3.0, min_run_time=0.01)
             ratio, (a, b) = cmp.ratio(b, a), (a, b)
             if ratio.decided and ratio.median < 1:  # the re-measure put them the other way round
                 ratio, a, b = cmp.ratio(a, b), b, a

@@ -107,31 +107,6 @@ def _shots_dir(tmp_path):
     return Path(d) if d else tmp_path
 
 
-def test_explorer_renders_and_runs_in_jupyterlab(lab, tmp_path):
-    with playwright.sync_playwright() as p:
-        browser = _browser(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        shot = _shots_dir(tmp_path) / "explorer.png"
-        try:
-            _open_and_run_all(page, lab)
-            # the explorer: one slider per shape parameter, and its Run button
-            page.wait_for_selector(".widget-slider", timeout=180_000)
-            assert page.locator(".widget-slider").count() == 4
-            run = page.locator(".jupyter-widgets button", has_text="Run").first
-            run.click()
-            # a figure appears in the explorer's output area, and no Python error anywhere
-            page.wait_for_selector(".jupyter-widgets .jp-OutputArea-output img", timeout=120_000)
-            errors = page.locator("[data-mime-type='application/vnd.jupyter.error']").count()
-            page.screenshot(path=str(shot), full_page=True)
-            assert errors == 0, "a cell raised an error"
-        except Exception:
-            page.screenshot(path=str(shot), full_page=True)
-            print(f"screenshot of the failure: {shot}")
-            raise
-        finally:
-            browser.close()
-
-
 def _status(page) -> list[str]:
     """The explorer's status line(s): the widget HTML that carries a mark (⚠, ■, ✓)."""
     return [t for t in page.locator(".widget-html").all_inner_texts() if any(m in t for m in "⚠■✓")]
@@ -190,14 +165,17 @@ def test_explorer_refuses_runs_stops_reports_and_replays_in_a_real_kernel(lab, t
             # 3. a long sweep: the kernel stays idle while it runs, and Stop ends it
             _run_code(page, SLOW_SWEEP)
             _button(page, "Sweep").click()
-            _wait_status(page, "sweep of", 60_000)
+            _wait_status(page, "sweep of", 90_000)
             assert page.locator(".jp-StatusBar-TextItem:has-text('Idle')").count() == 1
+            _wait_status(page, "points measured", 120_000)  # a point finished: Stop must keep it
             t0 = time.time()
             _button(page, "Stop").click()
-            _wait_status(page, "stopped", 60_000)
+            _wait_status(page, "stopped after", 60_000)
             stop_seconds = time.time() - t0
+            page.wait_for_selector(".jupyter-widgets .jp-OutputArea-output img", timeout=30_000)
             page.screenshot(path=str(shots / "explorer-stopped.png"), full_page=True)
             assert stop_seconds < 30, f"Stop took {stop_seconds:.0f} s to take effect"
+            assert "the figure shows the points measured" in _status(page)[0]
             assert _button(page, "Sweep").is_enabled()
             # 4. an unexpected error: one line naming it, the traceback folded under "details"
             _run_code(page, BROKEN)
@@ -219,6 +197,16 @@ def test_explorer_refuses_runs_stops_reports_and_replays_in_a_real_kernel(lab, t
             time.sleep(1)  # the images finish loading
             page.screenshot(path=str(shots / "explorer-replay.png"), full_page=True)
             assert page.locator(".jupyter-widgets .jp-OutputArea-output", has_text="not a measurement").count() >= 1
+            # 6. Run after a replay measures this machine, says so, and the menu follows
+            _run_code(page, "ex.lesson.variants[0].fn = L.broadcast_matmul  # mended\n" + SMALL_AGAIN)
+            select.select_option(label=model)  # the model record again (sliders follow it)
+            page.wait_for_selector(".jupyter-widgets .jp-OutputArea-output img", timeout=60_000)
+            _run_code(page, SMALL_AGAIN)
+            _button(page, "Run").click()
+            _wait_status(page, "✓ done", 180_000)
+            assert select.input_value().replace("\xa0", " ") == "this machine"
+            assert page.locator(".jupyter-widgets .jp-OutputArea-output", has_text="Measuring this machine").count() == 1
+            page.screenshot(path=str(shots / "explorer-run-after-replay.png"), full_page=True)
         except Exception:
             page.screenshot(path=str(shots / "explorer-failure.png"), full_page=True)
             print(f"screenshots in {shots}")
@@ -251,3 +239,148 @@ def test_a_committed_explorer_shows_a_picture_before_running(lab, tmp_path):
             assert page.get_by_text("model not found").count() == 0
         finally:
             browser.close()
+
+
+# --- every lesson notebook in JupyterLab: Run All, then each explorer replays, moves and runs ------------
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+FULL = os.environ.get("COURSE_BROWSER_FULL") == "1"  # every cell; by default the set-up and explorer cells
+
+
+def _light(nb: dict) -> dict:
+    """The notebook a browser needs to check its explorers: its first two code cells (Colab install,
+    imports and set-up) and every cell that makes an explorer. nbval runs every cell of every
+    notebook already; a full Run All here is COURSE_BROWSER_FULL=1 (minutes on 2 cores)."""
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    keep = code[:2] + [c for c in code[2:] if "explorer(" in "".join(c["source"])]
+    return {**nb, "cells": [{**c, "outputs": [], "execution_count": None} for c in keep]}
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("notebooks")
+    for path in NOTEBOOKS:
+        nb = json.loads(path.read_text())
+        (root / path.name).write_text(json.dumps(nb if FULL else _light(nb)))
+    port, token = _free_port(), "course-test"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
+         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "MPLBACKEND": "module://matplotlib_inline.backend_inline"})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("JupyterLab did not start within 60 s")
+    yield base, token
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def chromium_page():
+    with playwright.sync_playwright() as p:
+        browser = _browser(p)
+        yield browser
+        browser.close()
+
+
+def _all_ran(page, timeout_ms: int):
+    """Every code cell executed: no "[*]" or empty prompt left, and the kernel idle."""
+    page.wait_for_function(
+        "() => { const ps = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];"
+        " return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent)); }", timeout=timeout_ms)
+    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('Idle')", timeout=timeout_ms)
+
+
+def _no_error_on_page(page):
+    assert page.locator("[data-mime-type='application/vnd.jupyter.error']").count() == 0, "a cell raised"
+    assert page.get_by_text("Traceback").filter(visible=True).count() == 0
+    assert page.get_by_text("unexpected").filter(visible=True).count() == 0, "an explorer hit a bug"
+
+
+def _idle_explorer(page, box, timeout_ms: int = 120_000):
+    """Wait until this explorer's Run button is enabled again: its work (a replay too) has ended."""
+    page.wait_for_function("(e) => [...e.querySelectorAll('button')].some(b => b.textContent.includes('Run') "
+                           "&& !b.disabled)", arg=box.element_handle(), timeout=timeout_ms)
+
+
+def _images_loaded(page, box, timeout_ms: int = 30_000):
+    page.wait_for_function("(e) => [...e.querySelectorAll('img')].every(i => i.complete && i.naturalWidth > 0)",
+                           arg=box.element_handle(), timeout=timeout_ms)
+
+
+def _explorer_status(box) -> str:
+    return " ".join(t for t in box.locator(".widget-html").all_inner_texts() if any(m in t for m in "⚠■✓"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_notebook_runs_and_each_explorer_replays_moves_and_runs(lab_server, chromium_page, path, tmp_path):
+    base, token = lab_server
+    page = chromium_page.new_page(viewport={"width": 1280, "height": 1000})  # JupyterLab at a laptop's width
+    shots = _shots_dir(tmp_path)
+    stem = path.stem
+    try:
+        # a workspace of its own: JupyterLab would otherwise restore the tabs the last notebook left open
+        _open_and_run_all(page, f"{base}/lab/workspaces/{stem}/tree/{path.name}?reset&token={token}")
+        _all_ran(page, 600_000 if FULL else 240_000)
+        _no_error_on_page(page)
+        page.screenshot(path=str(shots / f"{stem}-ran.png"), full_page=True)
+        boxes = page.locator(".jp-OutputArea-output:has(.widget-dropdown:has(label:text('results from')))")
+        expected = 0 if stem.startswith("00") else 1  # every lesson after 00 ends with its explorer
+        assert boxes.count() >= expected
+        for i in range(boxes.count()):
+            box = boxes.nth(i)
+            box.scroll_into_view_if_needed()
+            select = box.locator(".widget-dropdown:has(label:text('results from')) select")
+            options = [o.replace("\xa0", " ") for o in select.locator("option").all_text_contents()]
+            # a recorded model record and (where the thread has one) a reported one replay with a figure
+            for kind in ("model", "reported"):
+                name = next((i for i, o in enumerate(options) if f"· {kind}" in o and "H100" not in o), None)
+                if name is None:
+                    assert kind == "reported", f"{stem}: no {kind} record to replay in {options}"
+                    continue
+                select.select_option(index=name)
+                said = {"model": "model (datasheet roofline)", "reported": "reported ("}[kind]
+                box.locator(".widget-output", has_text=said).wait_for(timeout=60_000)  # this record's output
+                box.locator(".widget-output img").first.wait_for(timeout=60_000)
+                _idle_explorer(page, box)
+                _images_loaded(page, box)
+                box.screenshot(path=str(shots / f"{stem}-explorer{i}-{kind}.png"))
+            # move the sliders (three steps down each, from the record's shape: a smaller, quicker run), then
+            # Run: a new figure, measured here
+            handles = box.locator(".widget-slider .noUi-handle")
+            before = box.locator(".widget-slider .widget-readout").all_inner_texts()
+            for j in range(handles.count()):
+                handles.nth(j).focus()
+                for _ in range(3):
+                    handles.nth(j).press("ArrowLeft")
+            assert box.locator(".widget-slider .widget-readout").all_inner_texts() != before, "no slider moved"
+            box.locator("button", has_text="Run").first.click()
+            page.wait_for_function(
+                "(e) => /✓ done|⚠/.test(e.textContent)", arg=box.element_handle(), timeout=240_000)
+            status = _explorer_status(box)
+            _images_loaded(page, box)
+            box.screenshot(path=str(shots / f"{stem}-explorer{i}-run.png"))
+            assert "✓ done" in status, f"{stem}: explorer {i} did not run: {status}"
+            assert "estimated" in status
+            assert select.input_value().replace("\xa0", " ") == "this machine"
+            assert box.locator(".widget-output img").count() >= 1
+            assert box.locator(".widget-output", has_text="Measuring this machine").count() == 1
+        _no_error_on_page(page)
+    except Exception:
+        page.screenshot(path=str(shots / f"{stem}-failure.png"), full_page=True)
+        print(f"screenshots in {shots}")
+        raise
+    finally:
+        page.close()
