@@ -70,7 +70,8 @@ CUDA_KERNEL_SYNCS = {
     "masked_fill (CUDA 0-dim value)": ("cuda/Indexing.cu, masked_fill__cuda(Tensor value): value.item()",
                                        "when the value tensor is on the GPU (a CPU one is read for free)", "src"),
 }
-# `x[mask] = scalar`, version by version: 2.9-2.14 dispatch index_put_ with a one-element CPU value (on a CUDA
+# `x[mask] = scalar`, version by version: releases before 2.15 (2.13 run here) dispatch index_put_ with a
+# one-element CPU value (on a CUDA
 # tensor THPVariable_setitem makes the value on the CPU), which _index_put_impl_ turns into masked_fill_ (no
 # nonzero: present in every ATen revision read, c10::optional and std::optional eras alike); 2.15 dispatches
 # masked_fill_ itself (commit aa78586, CI's newest leg). No sync on any of them; a GPU 0-dim value does sync.
