@@ -66,18 +66,18 @@ CUDA_KERNEL_SYNCS = {
                 "scatter's device asserts; the two reads a CPU run shows are CPU-only checks)", "src; 2.13"),
     "index_put_ (bool mask)": ("IndexingUtils.h, expandTensors: nonzero() of the mask", "unless ATen makes it "
                                "masked_fill_: one mask, a one-element CPU value, no accumulate (TensorAdvancedIndexing"
-                               ".cpp, _index_put_impl_), as for `x[mask] = 0`", "src; 2.13"),
+                               ".cpp, _index_put_impl_), as for `x[mask] = 0`", "src; 2.13; 2.14.1"),
     "masked_fill (CUDA 0-dim value)": ("cuda/Indexing.cu, masked_fill__cuda(Tensor value): value.item()",
                                        "when the value tensor is on the GPU (a CPU one is read for free)", "src"),
 }
-# `x[mask] = scalar`, version by version: releases before 2.15 (2.13 run here) dispatch index_put_ with a
-# one-element CPU value (on a CUDA
+# `x[mask] = scalar`, version by version: releases before 2.15 (2.13.0 and 2.14.1 run here, with torch.profiler
+# showing masked_fill_ and no nonzero) dispatch index_put_ with a one-element CPU value (on a CUDA
 # tensor THPVariable_setitem makes the value on the CPU), which _index_put_impl_ turns into masked_fill_ (no
 # nonzero: present in every ATen revision read, c10::optional and std::optional eras alike); 2.15 dispatches
 # masked_fill_ itself (commit aa78586, CI's newest leg). No sync on any of them; a GPU 0-dim value does sync.
 # Checked and found NOT to read on the host (the catalogue's false alarms that must come out clean):
 # bucketize/searchsorted (cuda/Bucketization.cu: one kernel), nonzero_static (Nonzero.cu: fill value,
-# no copy back), multinomial (Distributions.cpp, multinomial_out: _assert_async on 2.13; older
+# no copy back), multinomial (Distributions.cpp, multinomial_out: _assert_async on 2.13 and 2.14.1; older
 # releases read its validity checks with .item()), masked_fill with a CPU scalar, topk, index_select.
 _KERNEL_WHY = {op: f"syncs on CUDA: {src.split(':')[0]} reads a device value on the host ({when})"
                for op, (src, when, _checked) in CUDA_KERNEL_SYNCS.items()}
