@@ -257,6 +257,11 @@ class SimulatedGPU:
             self.clock.wait_until(self.clock.now() + self.sync_cost)
 
     @property
+    def drained_at(self) -> float | None:
+        """When the queued work will be done (on `clock`), or None when nothing is queued."""
+        return self._finish[-1] if self._finish else None
+
+    @property
     def pending(self) -> int:
         """Launches not finished yet."""
         now = self.clock.now()
