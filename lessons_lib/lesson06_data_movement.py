@@ -357,7 +357,7 @@ def growth_exponent(ns, values) -> float:
     return math.log(values[-1] / values[-2]) / math.log(ns[-1] / ns[-2])
 
 
-def cat_verdict(device=None, pieces: int | None = None, max_time: float = 4.0):
+def cat_verdict(device=None, pieces: int | None = None, max_time: float = 3.0):
     """(Comparison, sentence): the three strategies in paired rounds (the noise rule); the sentence states
     only what the rounds decide. The last round's timings are in `cmp.timings`. On a CPU at 64 pieces by
     default: at 256 one call of the loop takes 50-400 ms on a busy 2-core machine, and paired rounds of
