@@ -827,13 +827,23 @@ def recorded_grids(kind: str = "training") -> list[tuple[str, Grid]]:
 
 
 def latest_grid(kind: str = "forward") -> tuple[str, Grid] | None:
-    """The newest measured grid that holds the forum baddbmm (the current design), else the first on file."""
+    """The measured grid on file whose timings were steadiest (fewest points with a noisy timing), then
+    the newest: a map recorded on a machine too busy to decide anything teaches nothing."""
     grids = [(rec, Grid(**data)) for rec in results.for_lesson(KEY, kinds="measured")
              if (data := (rec.lessons.get(KEY) or {}).get("grids", {}).get(kind))]
     if not grids:
         return None
-    rec, grid = max(grids, key=lambda rg: (FORUM in rg[1].medians, rg[0].meta.get("date", "")))
+    def noisy_share(g: Grid) -> float:
+        points = len(g.groups) * len(g.sizes)
+        return sum(bool(v) for row in (g.noisy or []) for v in row) / max(points, 1)
+
+    rec, grid = min(grids, key=lambda rg: (noisy_share(rg[1]), -_date_key(rg[0].meta.get("date", ""))))
     return rec.label(), grid
+
+
+def _date_key(date: str) -> int:
+    digits = "".join(ch for ch in date if ch.isdigit())
+    return int(digits) if digits else 0
 
 
 # --- recorded results and targets -------------------------------------------------------------------------
