@@ -191,11 +191,11 @@ def test_cat_verdict_says_only_what_its_rounds_decide(one_thread, monkeypatch):
     assert len(cmp.rounds["cat once"]) >= noise.MIN_ROUNDS
 
 
-def test_cat_exponent_is_an_estimate_that_can_say_not_decided(one_thread):
-    est = L.cat_exponent("cpu", ns=(4, 8), max_time=0.5)
-    assert len(est.values) >= 3
-    text = est.say("{v:.2f}")
-    assert text == L.noise.NOT_DECIDED.format(spread=min(est.spread, 99.99)) if not est.decided else float(text) > 0
+def test_the_sweep_exponent_is_decided_only_when_the_iqrs_allow_one_value():
+    tight = L.sweep_exponent([64, 256], [1.0, 16.0], [0.01, 0.16])
+    assert tight.decided and abs(tight.median - 2.0) < 1e-9 and "2.00" in tight.say("{v:.2f}")
+    loose = L.sweep_exponent([64, 256], [1.0, 16.0], [1.5, 20.0])
+    assert not loose.decided and "not decided on this run" in loose.say("{v:.2f}")
 
 
 def test_cat_explorer_refuses_bad_and_huge_shapes_before_allocating(monkeypatch):
