@@ -292,12 +292,12 @@ class Lesson:
         return out
 
     def calibrate(self, params: dict, device=None, dtype=torch.float32, variants=None) -> "Calibration":
-        """Time each variant on this machine, now: first at the smallest of its `calibration_shapes`
-        (one untimed call, then the median of a few), then up the chain toward `params` while the
-        next shape's call is predicted under CALIBRATION_CALL seconds: caches, page faults and
-        threads change a call's efficiency with its size, so the nearer the shape, the better
-        `predict` scales. (A trend fitted from two shapes was tried: on a loaded machine their
-        noise made it swing 100×.) Metrics and making the inputs are timed too."""
+        """Time each variant on this machine, now, at the largest of its `calibration_shapes` (the
+        asked shape itself when its floor is small, as at a lesson's CPU defaults): one untimed
+        call, then the median of a few. Caches, page faults and threads change a call's efficiency
+        with its size, so the nearer the shape, the better `predict` scales. (Tried and dropped:
+        walking up through larger shapes cost 10 s under load; a trend fitted from two shapes swung
+        100× with their noise.) Metrics and making the inputs are timed too."""
         dev = check_device(device)
         dtype = check_dtype(dtype)
         chains = self.calibration_shapes(params, dtype, dev, variants)
@@ -305,15 +305,10 @@ class Lesson:
         points, metric_s, inputs_s = {}, {}, {}
         with oom_guard(dev, what=f"{self.title} (estimating the run time)"):
             for name, chain in chains.items():
-                pts = []
-                for shape in chain:
-                    floor = peaks.floor(self.work(shape, dtype)[name])
-                    if pts and pts[-1][2] * floor / max(pts[-1][1], 1e-12) > CALIBRATION_CALL:
-                        break
-                    self.check(shape, dev, dtype)  # it fits: smaller than params, which was checked
-                    call, metric_s[name], inputs_s[name] = self._time_once(name, shape, dev, dtype)
-                    pts.append((shape, floor, call))
-                points[name] = pts[-1:]
+                shape = chain[0]  # the largest whose floor is under CALIBRATION_FLOOR (params itself, often)
+                self.check(shape, dev, dtype)  # it fits: no bigger than params, which was checked
+                call, metric_s[name], inputs_s[name] = self._time_once(name, shape, dev, dtype)
+                points[name] = [(shape, peaks.floor(self.work(shape, dtype)[name]), call)]
         return Calibration(points, dtype, dev.type, metric_s, inputs_s, peaks)
 
     def _time_once(self, name: str, shape: dict, dev, dtype) -> tuple[float, float, float]:
@@ -340,7 +335,10 @@ class Lesson:
             t0 = time.perf_counter()
             self.metrics(v.fn, *inputs)
             metric = time.perf_counter() - t0
-        return statistics.median(times), metric, inputs_s  # one call descheduled by the load is not typical
+        # one call descheduled by the load is not typical: the median of three, or for a slow call the
+        # faster of its two (the untimed one pays first-call costs, the other may have been descheduled)
+        call = statistics.median(times) if len(times) > 1 else min(first, times[0])
+        return call, metric, inputs_s
 
     def predict(self, cal: "Calibration", params: dict, variants=None, min_run_time: float = 0.2,
                 max_time: float | None = None) -> float:
@@ -543,8 +541,7 @@ def metrics_table(metrics: dict[str, dict[str, float]]) -> str:
     return text_table(rows, numbers=True)
 
 
-CALIBRATION_FLOOR = 0.005  # seconds: a variant's floor at its smallest calibration shape
-CALIBRATION_CALL = 0.05  # seconds: calibration goes up toward the asked shape while a call is predicted under this
+CALIBRATION_FLOOR = 0.02  # seconds: a variant's floor at its calibration shape
 CALIBRATION_CALLS = 3  # timed calls per shape (after one untimed), when a call is fast
 _TIMER_OVERHEAD = 1e-6  # seconds torch's Timer spends around a block (its block-size search aims at 1e-4 of it)
 

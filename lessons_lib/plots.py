@@ -26,6 +26,15 @@ def is_powers_of_two(values) -> bool:
     return len(vals) == len(values) >= 3 and all(v & (v - 1) == 0 for v in vals)
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def _wide(values) -> bool:
+    """Positive values spanning 16× or more: a log axis spaces a geometric sweep evenly."""
+    vals = [v for v in values if isinstance(v, (int, float)) and v > 0]
+    return len(vals) == len(values) >= 3 and max(vals) / min(vals) >= 16
+
+
 def _axes(ax, figsize=(7, 3.2)):
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")
@@ -63,9 +72,11 @@ def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] 
     Powers of two get a base-2 logarithmic x axis."""
     fig, ax = _axes(ax)
     unit, scale = time_unit([v for series in medians.values() for v in series])
-    for name, meds in medians.items():
+    for i, (name, meds) in enumerate(medians.items()):
         ys = [m / scale for m in meds]
-        (line,) = ax.plot(values, ys, marker="o", ms=3, label=name, color=(colors or {}).get(name))
+        # a marker and size each: equal floors (a model's) would otherwise hide a line under another
+        (line,) = ax.plot(values, ys, marker=_MARKERS[i % len(_MARKERS)], ms=7 - 4 * i / max(len(medians), 1),
+                          mfc="none", label=name, color=(colors or {}).get(name))
         if iqrs:
             half = [q / 2 / scale for q in iqrs[name]]
             ax.fill_between(values, [y - h for y, h in zip(ys, half)], [y + h for y, h in zip(ys, half)],
@@ -77,8 +88,11 @@ def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] 
                     ha="right" if at_right_end else "left", va="top", fontsize=8, color="gray")
     if logy:
         ax.set_yscale("log")
-    if is_powers_of_two(list(values)):
+    if is_powers_of_two(list(values)) or _wide(values):
+        from matplotlib.ticker import FuncFormatter
+
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"time per call ({unit})")
     ax.set_title(title)

@@ -108,8 +108,12 @@ class Explorer(ExplorerUI):
             shapes = [{**base, param: v} for v in values]
             low = sum(self._floor_estimate(s, dev, dt) for s in shapes)  # nothing allocated yet
             self._check_budget(low, self.sweep_budget, "sweep")
-            cal = self.lesson.calibrate(max(shapes, key=lambda s: s[param]), dev, dt)
-            est = sum(self.lesson.predict(cal, s, min_run_time=self.min_run_time, max_time=MAX_TIME_PER_VARIANT)
+            # calibrated at both ends: each point scales from the nearer one (a small point is often
+            # overhead-bound, and scaling it down from the largest by the floor ratio loses that)
+            lo, hi = min(values), max(values)
+            cals = {v: self.lesson.calibrate({**base, param: v}, dev, dt) for v in {lo, hi}}
+            est = sum(self.lesson.predict(cals[lo if s[param] ** 2 <= lo * hi else hi], s,
+                                          min_run_time=self.min_run_time, max_time=MAX_TIME_PER_VARIANT)
                       for s in shapes)
             self._check_budget(est, self.sweep_budget, "sweep")
             self._announce(est, f"sweep of {len(values)} points")
