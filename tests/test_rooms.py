@@ -231,3 +231,22 @@ def test_kit_labels_every_gpu_figure_it_quotes():
     for sentence in re.split(r"(?<=[.:;])\s", text):
         if re.search(r"\b(T4|H100|A100)\b", sentence) and re.search(r"\d+(\.\d+)? ?(ms|µs|s)\b", sentence):
             assert re.search(r"model|reported|measured|assumed|not yet verified", sentence, re.I), sentence
+
+
+def test_kit_names_only_reference_files_that_exist():
+    """Measured figures are quoted with their file; a file the kit names must be on disk (amd-epyc.json was removed)."""
+    ref = ROOT / "lessons_lib" / "reference"
+    for page in ("README.md", "LESSONS.md", "JUPYTERHUB.md"):
+        text = (KIT / page).read_text()
+        assert "amd-epyc" not in text.lower(), f"workshop/{page} quotes the removed AMD EPYC file"
+        for name in set(re.findall(r"`([a-z0-9-]+\.json)`", text)):
+            assert (ref / name).exists(), f"workshop/{page} names {name}, not in lessons_lib/reference/"
+
+
+def test_kit_explorer_times_label_the_t4_bound_as_a_model():
+    readme = (KIT / "README.md").read_text()
+    table = readme[readme.index("### How long an explorer run takes"):readme.index("## Colab on workshop day")]
+    assert "Run, T4 (model lower bound)" in table and "Sweep, T4 (model lower bound)" in table
+    assert re.search(r"load average [\d.]+ at the start", table), "the measured columns need the load they ran under"
+    script = (KIT / "explorer_times.py").read_text()
+    assert "(model lower bound)" in script and "harness_seconds" in script
