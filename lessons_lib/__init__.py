@@ -76,6 +76,10 @@ def setup(seed: int = 0, quiet: bool = False):
         print(_device.describe(dev).line())
         if dev.type == "cpu":
             print("No CUDA GPU: timings below are CPU timings; GPU-only parts show recorded GPU results.")
+    if dev.type == "cpu":  # on a GPU the CPU threads only launch work
+        busy = _device.fit_cpu_threads()
+        if busy and not quiet:
+            print(busy)
         from .doctor import summary
 
         print(summary(quick=True))

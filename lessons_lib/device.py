@@ -134,6 +134,39 @@ def describe(device: torch.device | str | None = None) -> DeviceInfo:
     )
 
 
+CPU_THREADS = torch.get_num_threads()  # torch's own choice at start-up (one a core); setup() may lower it
+THREAD_PROBE_ELEMENTS = 1 << 22  # a 16 MiB add: far above ATen's grain size, so every thread takes a share
+
+
+def fit_cpu_threads(rounds: int = 3) -> str:
+    """Use one CPU thread when torch's threads are slower than one here, now; a sentence when it changed.
+
+    A parallel op ends at a barrier that waits for its slowest thread. When other programs hold the
+    cores, the OS deschedules one of torch's threads and every op waits a time slice for it: on a
+    2-core VM with two busy processes we measured 16 MiB adds 3–4× slower on 2 threads than on 1, and
+    small grouped GEMMs 100× slower. So this times a 16 MiB add on all of torch's threads and on one,
+    in alternating rounds (the harness, `timing.measure`), and keeps the faster.
+    """
+    from .timing import fmt_time, measure
+
+    torch.set_num_threads(CPU_THREADS)
+    if CPU_THREADS <= 1:
+        return ""
+    x = torch.ones(THREAD_PROBE_ELEMENTS)
+    many, one = [], []
+    for r in range(rounds):
+        order = ((CPU_THREADS, many), (1, one)) if r % 2 == 0 else ((1, one), (CPU_THREADS, many))
+        for k, out in order:
+            out.append(measure(torch.add, x, x, num_threads=k, min_run_time=0.01, warmup=1, min_samples=3).median)
+    t_many, t_one = sorted(many)[len(many) // 2], sorted(one)[len(one) // 2]
+    if t_many <= 1.1 * t_one:
+        return ""
+    torch.set_num_threads(1)
+    return (f"Busy CPU: timing with 1 thread, not {CPU_THREADS} (a 16 MiB add took {fmt_time(t_many)} on "
+            f"{CPU_THREADS} threads, {fmt_time(t_one)} on 1: other programs hold the cores, and a parallel op "
+            f"waits for its slowest thread). torch.set_num_threads({CPU_THREADS}) undoes it.")
+
+
 def synchronize(device: torch.device | str) -> None:
     """Wait for queued GPU work. A no-op on CPU, where every op is already synchronous."""
     if torch.device(device).type == "cuda":

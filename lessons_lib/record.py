@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import pkgutil
 import re
 import sys
@@ -29,7 +30,7 @@ from pathlib import Path
 import torch
 
 from . import results, roofline
-from .device import describe, pick
+from .device import describe, fit_cpu_threads, pick
 from .lesson import Lesson
 
 # Datasheet memory per GPU (GB), so a model sweep leaves out shapes that would not fit.
@@ -163,6 +164,14 @@ def write_model(gpu: str, directory=results.REFERENCE_DIR) -> Path:
     return results.save_file(f"model-{gpu.lower().replace(' ', '-')}", meta, lessons, directory)
 
 
+def _load() -> float | None:
+    """The 1-minute load average (None where the OS has none): how busy the machine was."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def main(argv=None) -> int:
     modules = lesson_modules()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -172,6 +181,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(results.REFERENCE_DIR), help="directory for the JSON file")
     ap.add_argument("--model", default=None, help="comma-separated GPU names (e.g. T4,H100): write roofline "
                     "model files from datasheet peaks instead of measuring")
+    ap.add_argument("--beside", default="", help="what else ran on the machine while recording (written "
+                    "into the file), e.g. 'two busy-loop processes'")
     args = ap.parse_args(argv)
     if args.model:
         for gpu in args.model.split(","):
@@ -183,19 +194,25 @@ def main(argv=None) -> int:
         return 0
 
     dev = pick(args.device)
+    if dev.type == "cpu":  # as a notebook's setup() does: one thread when the machine is too busy for more
+        busy = fit_cpu_threads()
+        if busy:
+            print(busy, flush=True)
     info = describe(dev)
     print(f"Recording on {info.line()}", flush=True)
-    recorded = {}
+    recorded, conditions = {}, {}
     for key in args.lessons.split(","):
         if key not in modules:
             ap.error(f"unknown lesson {key!r}; choose from {', '.join(modules)}")
-        t0 = time.perf_counter()
+        t0, load0 = time.perf_counter(), _load()
         recorded[key] = modules[key].record(dev, quick=args.quick)
+        conditions[key] = {"threads": info.threads, "load_average": [load0, _load()], "beside": args.beside,
+                           "seconds": round(time.perf_counter() - t0, 1), "quick": args.quick}
         print(f"  {key}: done in {time.perf_counter() - t0:.1f} s", flush=True)
     # Targets over every lesson the file will hold: those recorded now and those kept from before.
     kept = results.measured_lessons(info, args.out)
     recorded["targets"] = targets(dev, {**kept, **recorded}, modules)
-    path = results.save(info, recorded, args.out)
+    path = results.save(info, recorded, args.out, conditions)
     for t in recorded["targets"]:
         verdict = ("shown, not judged" if str(t["bar"]).startswith("info")
                    else {True: "met", False: "MISSED", None: "n/a on this device"}[t["ok"]])

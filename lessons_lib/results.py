@@ -155,13 +155,19 @@ def measured_lessons(info: DeviceInfo, directory: Path | str = REFERENCE_DIR) ->
     return json.loads(path.read_text())["lessons"] if path.exists() else {}
 
 
-def save(info: DeviceInfo, lessons: dict, directory: Path | str = REFERENCE_DIR) -> Path:
-    """Write (or update) this device's measured file; lessons not re-recorded are kept."""
+def save(info: DeviceInfo, lessons: dict, directory: Path | str = REFERENCE_DIR,
+         conditions: dict | None = None) -> Path:
+    """Write (or update) this device's measured file; lessons not re-recorded are kept.
+
+    conditions: {lesson key: how it was recorded (threads, load average, what ran beside it)}, kept in
+    meta beside those of the lessons kept from before."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{info.slug()}.json"
     old = measured_lessons(info, directory)
-    data = {"meta": {**info.as_dict(), "kind_of_figures": "measured", "recorded_by": "python -m lessons_lib.record"},
+    old_conditions = json.loads(path.read_text())["meta"].get("conditions", {}) if path.exists() else {}
+    data = {"meta": {**info.as_dict(), "kind_of_figures": "measured", "recorded_by": "python -m lessons_lib.record",
+                     "conditions": {**old_conditions, **(conditions or {})}},
             "lessons": {**old, **lessons}}
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path

@@ -120,3 +120,9 @@ def test_recording_one_lesson_keeps_the_targets_of_the_others(tmp_path, monkeypa
     data = json.loads(path.read_text())
     assert {t["name"] for t in data["lessons"]["targets"]} == {"90_a", "91_b"}  # 90_a's kept, not dropped
     assert data["lessons"]["90_a"] == {"value": 1.0}
+    # how each lesson was recorded (threads, load, what ran beside it) is kept per lesson, like its figures
+    assert record.main(["--device", "cpu", "--out", str(tmp_path), "--lessons", "90_a", "--beside", "two loops"]) == 0
+    conditions = json.loads(path.read_text())["meta"]["conditions"]
+    assert set(conditions) == {"90_a", "91_b"}
+    assert conditions["90_a"]["beside"] == "two loops" and conditions["91_b"]["beside"] == ""
+    assert conditions["90_a"]["threads"] >= 1 and len(conditions["90_a"]["load_average"]) == 2
