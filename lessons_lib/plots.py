@@ -268,8 +268,9 @@ def curves(series: dict[str, tuple[list, list]], xlabel: str, ylabel: str, title
     return fig
 
 
-def panels(n: int, size=(6.0, 3.0)):
-    """A figure with `n` axes, two a row, for a time plot and the lesson's other quantities."""
+def panels(n: int, size=(4.6, 3.0)):
+    """A figure with `n` axes, two a row, for a time plot and the lesson's other quantities (about 9 inches
+    wide: JupyterLab shrinks a wider image to its output width, and its text with it)."""
     cols = 1 if n == 1 else 2
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), layout="constrained",
