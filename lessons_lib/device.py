@@ -75,7 +75,7 @@ class DeviceInfo:
     def line(self) -> str:
         mem = f", {self.total_memory / 2**30:.0f} GiB" if self.total_memory else ""
         sms = f", {self.sm_count} SMs" if self.sm_count else ""
-        extra = f", CUDA {self.cuda}" if self.cuda else f", {self.threads} threads"
+        extra = f", CUDA {self.cuda}" if self.cuda else f", {self.threads} thread{'s' if self.threads != 1 else ''}"
         return f"{self.name} ({self.kind}{sms}{mem}) · torch {self.torch}{extra}"
 
     def slug(self) -> str:
