@@ -36,7 +36,8 @@ not) on the reader's machine with the course harness (`timing.measure`), keeps t
 a process-wide cache, and reuses it; `explain()` prints what it saw, and says when the machine
 looked busy while it tuned. Tuning measures the steady state (every strategy is called untimed
 first), always times the usual winners (`ALWAYS_TIME`) whatever the budget, and re-times the
-near-ties in alternating paired rounds (`noise.compare`), keeping each one's median. Under
+near-ties in alternating paired rounds (`noise.compare`). It ranks by each measurement's fastest
+sample (`Timing.least`): on a busy machine noise only adds time. Under
 `torch.compile` or on `meta` (an op trace) it never times anything: it uses the cached choice,
 or `bmm`.
 """
@@ -303,7 +304,9 @@ def available(device, dtype, groups: int, in_features: int, out_features: int, c
 
 @dataclass
 class Choice:
-    """What auto-tuning saw for one key: every strategy's median (or why it was not timed)."""
+    """What auto-tuning saw for one key: every strategy's time (or why it was not timed). Each time is the
+    least-disturbed sample (`Timing.least`; for near-ties the median of that over paired rounds): on a
+    busy machine noise only adds time, so the fastest sample ranks strategies best."""
 
     key: tuple
     strategy: str
@@ -327,7 +330,8 @@ class Choice:
         for s, why in self.skipped.items():
             lines.append(f"  {s:<16}  not timed: {why}")
         if self.rounds:
-            lines.append(f"  (near-ties: the median of {self.rounds} paired rounds in alternating order)")
+            lines.append(f"  (times: each strategy's fastest sample; near-ties: the median of that over "
+                         f"{self.rounds} paired rounds in alternating order)")
         if self.busy:
             lines.append(f"  ⚠ the machine looked busy while tuning ({self.busy}): the choice may be off. "
                          "Tune again when it is quieter (GL.clear_cache()), or pass strategy=...")
@@ -433,7 +437,7 @@ def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float,
         share = max(left / (len(names) - i), 0.01)
         t = timing.measure(calls[name], label=name, min_run_time=min(0.02, share / 4), warmup=1, min_samples=3,
                            max_time=share)
-        medians[name] = t.median
+        medians[name] = t.least  # ranking ways to do the same work: noise only adds time (Timing.least)
         if t.noisy:
             noisy.append(name)
     return medians, noisy, skipped
@@ -545,7 +549,7 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
     rounds, spread = 0, 0.0
     if len(finalists) > 1 and left > 0:
         calls = _calls(finalists, x, weight, bias, dim, training)
-        cmp = noise.compare(calls, rounds=3, max_rounds=7, max_time=left,
+        cmp = noise.compare(calls, rounds=3, max_rounds=7, max_time=left, statistic="least",
                             min_run_time=min(0.01, left / (6 * len(finalists)) + 1e-3))
         medians.update({n: cmp.median(n) for n in finalists})
         rounds = len(cmp.rounds[finalists[0]])

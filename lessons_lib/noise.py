@@ -180,7 +180,7 @@ def _adjacent(cmp: Comparison) -> list[tuple[str, str]]:
 
 
 def _paired(measure_round: Callable[[list[str], bool], dict[str, timing.Timing]], names: list[str],
-            rounds: int, max_rounds: int, max_time: float | None, pairs) -> Comparison:
+            rounds: int, max_rounds: int, max_time: float | None, pairs, statistic: str = "median") -> Comparison:
     start = time.perf_counter()
     per: dict[str, list[float]] = {n: [] for n in names}
     last: dict[str, timing.Timing] = {}
@@ -189,7 +189,7 @@ def _paired(measure_round: Callable[[list[str], bool], dict[str, timing.Timing]]
         order = names if r % 2 == 0 else names[::-1]
         last = measure_round(order, r == 0)
         for n in names:
-            per[n].append(last[n].median)
+            per[n].append(getattr(last[n], statistic))
         r += 1
         elapsed = time.perf_counter() - start
         cmp = Comparison(per, elapsed, last)
@@ -201,12 +201,16 @@ def _paired(measure_round: Callable[[list[str], bool], dict[str, timing.Timing]]
 
 
 def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_rounds: int = MAX_ROUNDS,
-            min_run_time: float = 0.02, max_time: float | None = 8.0, pairs=None) -> Comparison:
+            min_run_time: float = 0.02, max_time: float | None = 8.0, pairs=None,
+            statistic: str = "median") -> Comparison:
     """Time zero-argument callables in paired, alternating rounds until the needed ratios are decided.
 
     pairs: the (num, den) ratios the sentence needs (default: each variant against the fastest); only
         these decide whether more rounds are run.
     max_time: a budget in seconds for the whole comparison (no new round starts past it).
+    statistic: what each round keeps of each measurement: "median" (the time a reader's calls take), or
+        "least" (its fastest sample, `Timing.least`: for ranking ways to do the same work on a machine
+        whose noise only adds time).
     """
     if len(fns) < 1:
         raise ValueError("compare() needs at least one variant.")
@@ -215,12 +219,12 @@ def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_r
         return {n: timing.measure(fns[n], label=n, min_run_time=min_run_time,
                                   warmup=timing.WARMUP_CALLS if first else 1, min_samples=3) for n in order}
 
-    return _paired(one_round, list(fns), rounds, max_rounds, max_time, pairs)
+    return _paired(one_round, list(fns), rounds, max_rounds, max_time, pairs, statistic)
 
 
 def compare_lesson(lesson, params: dict, device=None, dtype=None, variants=None, *, rounds: int = ROUNDS,
                    max_rounds: int = MAX_ROUNDS, min_run_time: float = 0.02, max_time: float | None = 8.0,
-                   pairs=None) -> Comparison:
+                   pairs=None, statistic: str = "median") -> Comparison:
     """`compare` where each round is `lesson.run(params, ..., variants=order)`: the lesson makes its inputs
     and checks the shape fits, exactly as in its notebook."""
     import torch
@@ -230,7 +234,7 @@ def compare_lesson(lesson, params: dict, device=None, dtype=None, variants=None,
     def one_round(order, first):
         return lesson.run(params, device, dtype or torch.float32, variants=order, min_run_time=min_run_time).timings
 
-    return _paired(one_round, names, rounds, max_rounds, max_time, pairs)
+    return _paired(one_round, names, rounds, max_rounds, max_time, pairs, statistic)
 
 
 def settle(measure_once: Callable[[], float], *, rounds: int = 3, max_rounds: int = 9,

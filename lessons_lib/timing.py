@@ -49,6 +49,13 @@ class Timing:
         return self.iqr / self.median if self.median else float("nan")
 
     @property
+    def least(self) -> float:
+        """The fastest sample: the least disturbed one. Noise on a shared machine only adds time (a
+        descheduled thread, another process in the cache), so where a busy machine must still rank two
+        things that do the same work in different ways, compare this, not the median."""
+        return min(self.samples) if self.samples else self.median
+
+    @property
     def noisy(self) -> bool:
         """The harness flags its own spread: a busy machine shows as a wide IQR."""
         return len(self.samples) > 1 and self.spread > NOISY_SPREAD

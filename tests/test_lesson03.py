@@ -226,7 +226,7 @@ def test_paired_check_uses_the_noise_rule_against_the_fastest_and_the_forum_badd
         orders.append(list(variants))
         assert params == {"batch": 1, "length": 4, "groups": 4, "group_size": 8}
         t = {L.AUTO: next(auto_times), "grouped Conv1d": 1.0, L.FORUM: 1.0}
-        return types.SimpleNamespace(timings={n: types.SimpleNamespace(median=t[n]) for n in variants})
+        return types.SimpleNamespace(timings={n: types.SimpleNamespace(median=t[n], least=t[n]) for n in variants})
 
     monkeypatch.setattr(Lesson, "run", scripted)
     picked = types.SimpleNamespace(strategy="conv")
