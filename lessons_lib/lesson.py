@@ -291,25 +291,57 @@ class Lesson:
             out[name] = chain[::-1]
         return out
 
-    def calibrate(self, params: dict, device=None, dtype=torch.float32, variants=None) -> "Calibration":
-        """Time each variant on this machine, now, at the largest of its `calibration_shapes` (the
-        asked shape itself when its floor is small, as at a lesson's CPU defaults): one untimed
-        call, then the median of a few. Caches, page faults and threads change a call's efficiency
-        with its size, so the nearer the shape, the better `predict` scales. (Tried and dropped:
-        walking up through larger shapes cost 10 s under load; a trend fitted from two shapes swung
-        100× with their noise.) Metrics and making the inputs are timed too."""
+    def calibrate(self, params: dict, device=None, dtype=torch.float32, variants=None,
+                  cache: dict | None = None) -> "Calibration":
+        """Time each variant on this machine, now: one untimed call, then the median of a few, at the
+        largest of its `calibration_shapes` (the asked shape itself when its floor is small, as at a
+        lesson's CPU defaults); then up that chain toward the asked shape: at the largest shape whose call
+        is predicted under CALIBRATION_CALL seconds from the last one timed, until none is.
+
+        A call's time grows faster than its floor when its data leave the cache, when each new buffer
+        faults its pages in, or when a parallel op waits at its barrier for a descheduled thread, and a
+        scale-up by the floor's ratio misses that: lesson 06's cat in a loop, 1 thread, load 3.5 on
+        the course's 2-core Xeon, took 2.8, 17.9 and 91 ms at 192, 384 and 768 pieces (floor ×4 a
+        step; page faults from 768); an earlier measurement under load 12 found a prediction scaled
+        from 192 15.7× short at 384 pieces. Each shape timed costs a call or four, each predicted under
+        CALIBRATION_CALL, where the run makes at least eight at a larger one. (Tried and dropped:
+        walking up through every shape cost 10 s under load; a trend fitted from two shapes swung
+        100× with their noise.) Metrics, making the inputs and torch's Timer overhead are timed too.
+
+        cache: {(variant, shape): timing} shared between calibrations (a sweep's points) so that a
+        shape is timed once."""
         dev = check_device(device)
         dtype = check_dtype(dtype)
-        chains = self.calibration_shapes(params, dtype, dev, variants)
+        full = self.check(params, dev, dtype, memory=False)
+        chains = self.calibration_shapes(full, dtype, dev, variants)
         peaks = roofline.measure_peaks(dev, dtype)
+        cache = {} if cache is None else cache
         points, metric_s, inputs_s = {}, {}, {}
+
+        def timed(name, shape):
+            key = (name, tuple(sorted(shape.items())), dev.type, dtype, torch.get_num_threads())
+            if key not in cache:
+                self.check(shape, dev, dtype)  # it fits: no bigger than params, which was checked
+                cache[key] = self._time_once(name, shape, dev, dtype)
+            return cache[key]
+
         with oom_guard(dev, what=f"{self.title} (estimating the run time)"):
             for name, chain in chains.items():
                 shape = chain[0]  # the largest whose floor is under CALIBRATION_FLOOR (params itself, often)
-                self.check(shape, dev, dtype)  # it fits: no bigger than params, which was checked
-                call, metric_s[name], inputs_s[name] = self._time_once(name, shape, dev, dtype)
-                points[name] = [(shape, peaks.floor(self.work(shape, dtype)[name]), call)]
-        return Calibration(points, dtype, dev.type, metric_s, inputs_s, peaks)
+                floor = peaks.floor(self.work(shape, dtype)[name])
+                call, metric_s[name], inputs_s[name] = timed(name, shape)
+                at = 0
+                while at < len(chain) - 1:  # up the chain: to the largest shape predicted cheap from here
+                    for i in range(len(chain) - 1, at, -1):
+                        f_big = peaks.floor(self.work(chain[i], dtype)[name])
+                        if call * f_big / max(floor, 1e-12) <= CALIBRATION_CALL:
+                            break
+                    else:
+                        break
+                    at, shape, floor = i, chain[i], f_big
+                    call, metric_s[name], inputs_s[name] = timed(name, shape)
+                points[name] = [(shape, floor, call)]
+        return Calibration(points, dtype, dev.type, metric_s, inputs_s, peaks, timer_overhead())
 
     def _time_once(self, name: str, shape: dict, dev, dtype) -> tuple[float, float, float]:
         """(seconds of a call, of the metrics, of making the inputs) at one shape."""
@@ -342,21 +374,21 @@ class Lesson:
 
     def predict(self, cal: "Calibration", params: dict, variants=None, min_run_time: float = 0.2,
                 max_time: float | None = None) -> float:
-        """Seconds `run(params)` will take on this machine: each variant's call at its largest
-        calibration shape, scaled by its floor's growth to `params` (the roofline's work ratio), run
-        through the harness's own schedule (`harness_seconds`); plus its metrics and making the
-        inputs, scaled alike."""
+        """Seconds `run(params)` will take on this machine: each variant's call at its calibration
+        shape, scaled by its floor's growth to `params` (the roofline's work ratio), run through the
+        harness's own schedule (`harness_seconds`, with the Timer overhead measured now); plus its
+        metrics, scaled alike, and making the inputs once (scaled by the peak memory's growth)."""
         full = self.check(params, cal.device, cal.dtype, memory=False)
-        total = 0.0
+        total, inputs = 0.0, 0.0
         for n in self.variant_names(variants):
-            pts = cal.points[n]
-            shape, f_small, call = pts[-1]
+            shape, f_small, call = cal.points[n][-1]
             f_full = cal.peaks.floor(self.work(full, cal.dtype)[n])
             ratio = f_full / f_small if f_small > 0 else 1.0
             grow = max(self.peak_bytes(full, cal.dtype), 1) / max(self.peak_bytes(shape, cal.dtype), 1)
-            total += cal.inputs_s[n] * grow + cal.metric_s[n] * ratio
-            total += harness_seconds(call * ratio, min_run_time, max_time)
-        return total
+            inputs = max(inputs, cal.inputs_s[n] * grow)  # `run` makes them once for every variant
+            total += cal.metric_s[n] * ratio
+            total += harness_seconds(call * ratio, min_run_time, max_time, overhead=cal.timer_overhead)
+        return total + inputs
 
     def run(self, params: dict, device=None, dtype=torch.float32, variants=None, min_run_time=0.2,
             stop: Callable[[], bool] | None = None, max_time: float | None = None) -> "Run":
@@ -541,9 +573,15 @@ def metrics_table(metrics: dict[str, dict[str, float]]) -> str:
     return text_table(rows, numbers=True)
 
 
-CALIBRATION_FLOOR = 0.02  # seconds: a variant's floor at its calibration shape
+CALIBRATION_FLOOR = 0.02  # seconds: a variant's floor at its first calibration shape
+CALIBRATION_CALL = 0.1  # seconds: calibration also times the asked shape when a call there is predicted under this
 CALIBRATION_CALLS = 3  # timed calls per shape (after one untimed), when a call is fast
-_TIMER_OVERHEAD = 1e-6  # seconds torch's Timer spends around a block (its block-size search aims at 1e-4 of it)
+# seconds torch's Timer counts as its own overhead around a block, when it cannot be measured (measured here,
+# idle and under load: 0.3-0.5 µs; its block-size search aims at 1e-4 of it)
+_TIMER_OVERHEAD = 5e-7
+# how far one measure()'s Timer overhead and block time may stray from the calibration's (each is one noisy
+# reading in torch's block-size search): a block size near the threshold is either of two, see harness_seconds
+_BLOCK_NOISE = 1.5
 
 
 @dataclass
@@ -556,29 +594,62 @@ class Calibration:
     metric_s: dict[str, float]  # variant -> seconds of the lesson's metrics (0 without metrics)
     inputs_s: dict[str, float]  # variant -> seconds to make the inputs at its last shape
     peaks: roofline.Peaks
+    timer_overhead: float = _TIMER_OVERHEAD  # seconds, as torch's Timer measures its own (`timer_overhead`)
 
 
-def harness_seconds(per_call: float, min_run_time: float, max_time: float | None = None) -> float:
-    """Wall time `timing.measure` takes on a call of `per_call` seconds: its warm-up calls; torch's
-    block-size search (1, 10, 100… calls until a block is long enough); blocks until `min_run_time`;
-    then one-block samples up to `timing.MIN_SAMPLES`, each after `Timer.timeit`'s own warm-up
-    (max(number // 100, 2) calls, torch/utils/benchmark/utils/timer.py). Capped by `max_time`."""
-    c = max(per_call, 1e-7)
-    total, number = timing.WARMUP_CALLS * c, 1
+def timer_overhead(rounds: int = 3) -> float:
+    """The overhead torch's Timer sizes its blocks by, measured as it does (the median of five empty
+    timings of the harness's own statement, `Timer._estimate_block_size`), median of `rounds` such."""
+    import itertools
+
+    import torch.utils.benchmark as tbench
+
+    try:
+        timer = tbench.Timer(stmt="fn(*next(cycle))", globals={"fn": lambda: None, "cycle": itertools.cycle([()])},
+                             num_threads=torch.get_num_threads())
+        return statistics.median(statistics.median(timer._timeit(0) for _ in range(5)) for _ in range(rounds))
+    except Exception:  # a private method of torch's: if it moves, the constant measured here
+        return _TIMER_OVERHEAD
+
+
+def harness_seconds(per_call: float, min_run_time: float, max_time: float | None = None,
+                    overhead: float = _TIMER_OVERHEAD) -> float:
+    """Wall time `timing.measure` takes on a call of `per_call` seconds, `overhead` being the Timer's
+    (`timer_overhead`): see `_schedule`. torch sizes the block from one timed block and one
+    measured overhead; where either's noise could move the block to the next power of ten (a
+    10× block means fewer than MIN_SAMPLES blocks fill min_run_time, then samples up to it: up to
+    4× the time), this is the geometric mean of the two schedules, within 2× of either."""
+    lo = _schedule(per_call, min_run_time, max_time, overhead / _BLOCK_NOISE)
+    hi = _schedule(per_call, min_run_time, max_time, overhead * _BLOCK_NOISE)
+    return math.sqrt(lo * hi)
+
+
+def _schedule(per_call: float, min_run_time: float, max_time: float | None, overhead: float) -> float:
+    """`timing.measure`, step by step: its warm-up calls (and with max_time, min_run_time cut to half
+    what is left of it); torch's block-size search (1, 10, 100… calls until the Timer's overhead is at
+    most 1e-4 of a block and the block at least min_run_time/1000, or the block is over
+    min_run_time); blocks until min_run_time; then one-block samples up to `timing.MIN_SAMPLES`, each
+    after `Timer.timeit`'s own warm-up (max(number // 100, 2) calls), stopping past max_time once
+    there are two (torch/utils/benchmark/utils/timer.py, lessons_lib/timing.py)."""
+    c = max(per_call, 1e-9)
+    total = timing.WARMUP_CALLS * c
+    if max_time is not None:
+        min_run_time = max(min(min_run_time, (max_time - total) / 2), 1e-3)
+    number = 1
     while True:  # Timer._estimate_block_size
         block = number * c
         total += block
-        if (_TIMER_OVERHEAD / block <= 1e-4 and block >= min_run_time / 1000) or block > min_run_time:
+        if (overhead / block <= 1e-4 and block >= min_run_time / 1000) or block > min_run_time \
+                or number * 10 > 2147483647:
             break
         number *= 10
-    blocks = max(1, math.ceil(min_run_time / block))
-    total += blocks * block
-    if blocks < timing.MIN_SAMPLES:
-        total += (timing.MIN_SAMPLES - blocks) * (block + max(number // 100, 2) * c)
-    if max_time is not None:  # measure stops past max_time, but only in its sample loop, after two samples
-        sample = block + max(number // 100, 2) * c
-        floor = timing.WARMUP_CALLS * c + 2 * block + blocks * block + max(0, 2 - blocks) * sample
-        total = min(total, max(floor, max_time + sample))
+    samples = max(1, math.ceil(min_run_time / block))  # Timer._threaded_measurement_loop
+    total += samples * block
+    while samples < timing.MIN_SAMPLES:
+        if max_time is not None and samples >= 2 and total > max_time:
+            break
+        total += block + max(number // 100, 2) * c
+        samples += 1
     return total
 
 
@@ -610,5 +681,5 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, leave=False)
 
 
-__all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "Check", "Stopped", "Calibration", "harness_seconds", "crossover", "metrics_table", "DTYPES",
-           "DoesNotFit", "check_device", "check_dtype", "fmt_bytes"]
+__all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "Check", "Stopped", "Calibration", "harness_seconds",
+           "timer_overhead", "crossover", "metrics_table", "DTYPES", "DoesNotFit", "check_device", "check_dtype", "fmt_bytes"]

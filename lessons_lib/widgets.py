@@ -7,9 +7,10 @@ around them (a background thread, a Stop button, errors as one line of status).
 
 Before anything big allocates, a run or sweep is checked (shape, memory) and refused when even
 its roofline floor is over the budget. Then its time is estimated on this machine, now: each
-variant is timed at a small shape and scaled to the asked one by the roofline's work ratio
-(`Lesson.calibrate` / `Lesson.predict`); above the budget it is refused with a sentence saying
-what to change. After it ran, the estimate is shown beside the time it took.
+variant is timed at a small shape, then at larger ones toward the asked one while a call there is
+predicted cheap, and scaled the rest of the way by the roofline's work ratio, through the harness's
+own schedule (`Lesson.calibrate` / `Lesson.predict`; a sweep calibrates each of its points); above
+the budget it is refused with a sentence saying what to change. After it ran, the estimate is shown beside the time it took.
 After a run it says which regime each variant is in (overhead-, memory- or compute-bound: the
 largest of its three roofline bounds, `roofline.Peaks.regime`), and after a sweep where that changes.
 """
@@ -65,7 +66,8 @@ class Explorer(ExplorerUI):
     # --- the plain API (no widgets needed) ------------------------------------------------
     def estimate(self, dtype: str = "float32", device=None, points: int = 1, **params) -> float:
         """Predicted seconds for a run (times `points`), calibrated on this machine now: each variant
-        timed at a small shape, scaled by the roofline's work ratio (`Lesson.calibrate`). Refuses bad
+        timed at a small shape and up toward the asked one, scaled by the roofline's work ratio the
+        rest of the way (`Lesson.calibrate`). Refuses bad
         input, shapes that do not fit, and runs whose floor alone is over the budget, before that."""
         dev = pick(device or self.device)
         dt = _dtype(dtype)
@@ -108,14 +110,16 @@ class Explorer(ExplorerUI):
             shapes = [{**base, param: v} for v in values]
             low = sum(self._floor_estimate(s, dev, dt) for s in shapes)  # nothing allocated yet
             self._check_budget(low, self.sweep_budget, "sweep")
-            # calibrated at both ends: each point scales from the nearer one (a small point is often
-            # overhead-bound, and scaling it down from the largest by the floor ratio loses that)
-            lo, hi = min(values), max(values)
-            cals = {v: self.lesson.calibrate({**base, param: v}, dev, dt) for v in {lo, hi}}
-            est = sum(self.lesson.predict(cals[lo if s[param] ** 2 <= lo * hi else hi], s,
-                                          min_run_time=self.min_run_time, max_time=MAX_TIME_PER_VARIANT)
-                      for s in shapes)
-            self._check_budget(est, self.sweep_budget, "sweep")
+            # every point calibrated, smallest first (a shape timed once, `calibrate`'s cache), refused as
+            # soon as the points so far are over the budget. Scaling from the two ends missed the middle:
+            # with torch's 2 threads on a loaded 2-core CPU, lesson 04's width 160 took 64 ms a call,
+            # as its width 640 did (each parallel op waits a time slice at its barrier), not 1/4 of it
+            est, cache = 0.0, {}
+            shapes_sorted = sorted(shapes, key=lambda s: s[param])
+            for s in shapes_sorted:
+                cal = self.lesson.calibrate(s, dev, dt, cache=cache)
+                est += self.lesson.predict(cal, s, min_run_time=self.min_run_time, max_time=MAX_TIME_PER_VARIANT)
+                self._check_budget(est, self.sweep_budget, "sweep", so_far=s is not shapes_sorted[-1])
             self._announce(est, f"sweep of {len(values)} points")
         sw = self.lesson.sweep(param, values, base, dev, dt, min_run_time=self.min_run_time,
                                progress=on_step is None, on_step=on_step, stop=stop,
@@ -303,9 +307,11 @@ class Explorer(ExplorerUI):
             self.colors = plots.variant_colors([*self.colors, *extra])
 
     @staticmethod
-    def _check_budget(seconds: float, budget: float, what: str) -> None:
+    def _check_budget(seconds: float, budget: float, what: str, so_far: bool = False) -> None:
+        """Refuse over the budget; `so_far`: `seconds` covers only part of it (a sweep's first points)."""
         if seconds > budget:
-            raise ValueError(f"This {what} would take about {fmt_time(seconds)} (the budget is {fmt_time(budget)}): "
+            about = "more than" if so_far else "about"
+            raise ValueError(f"This {what} would take {about} {fmt_time(seconds)} (the budget is {fmt_time(budget)}): "
                              f"make a dimension smaller, or raise the budget (ex.{what}_budget = {2 * budget:g}).")
 
     def _bars(self, timings, floors, metrics: dict, title: str, bar_label: str = "median, whiskers ± IQR/2"):

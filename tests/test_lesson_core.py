@@ -1,12 +1,17 @@
 """The generic lesson machinery: validation at the door, correctness that cannot be fooled,
 stop, the time estimate, and freeing memory after an OOM."""
+import dataclasses
+import functools
 import math
+import types
 
 import pytest
 import torch
+import torch.utils.benchmark as tbench
 
-from lessons_lib import device, grading
-from lessons_lib.lesson import Lesson, Param, Stopped, Variant
+from lessons_lib import device, grading, roofline, timing
+from lessons_lib.lesson import (CALIBRATION_CALL, Calibration, Lesson, Param, Stopped, Variant, _schedule,
+                                harness_seconds)
 
 
 def _toy(**kw):
@@ -155,6 +160,111 @@ def test_prepare_runs_outside_the_clock_and_is_reported():
     toy.variants[1] = Variant("einsum", toy.variants[1].fn, prepare=lambda fn, *inputs: fn)
     run = toy.run({"n": 4}, "cpu", min_run_time=0.01)
     assert set(run.prepare_seconds) == {"einsum"}
+
+
+# --- the explorer's estimate: the harness's schedule and the calibration, on scripted timings -----------
+class _Clock:
+    """A fake clock: each read costs `overhead` (what torch's Timer measures as its own), a call `per_call`."""
+
+    def __init__(self, overhead: float):
+        self.t, self.overhead = 0.0, overhead
+
+    def __call__(self) -> float:
+        t = self.t
+        self.t += self.overhead
+        return t
+
+
+@pytest.mark.parametrize("max_time", [None, 10.0])
+@pytest.mark.parametrize("per_call", [1e-6, 4.3e-5, 4.3e-4, 5e-3, 0.05, 0.6, 3.0])
+def test_the_harness_schedule_is_what_measure_does_call_by_call(monkeypatch, per_call, max_time):
+    # timing.measure and torch's Timer run on a scripted clock: block-size search, blocks, the samples
+    # added up to MIN_SAMPLES after Timer.timeit's own warm-up, max_time's stop after two samples
+    clock = _Clock(overhead=3e-7)
+    monkeypatch.setattr(timing, "tbench", types.SimpleNamespace(Timer=functools.partial(tbench.Timer, timer=clock)))
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=clock))
+
+    def call():
+        clock.t += per_call
+
+    timing.measure(call, min_run_time=0.1, max_time=max_time)
+    assert clock.t == pytest.approx(_schedule(per_call, 0.1, max_time, 3e-7), rel=0.01)
+
+
+def test_near_the_block_size_threshold_the_estimate_is_within_2x_of_either_schedule():
+    # torch picks the block from one timed block and one measured overhead: a call whose block of 100 is
+    # near 1e4 overheads gets 100 or 1000 calls a block, 0.11 s or 0.4 s here; the estimate is between
+    lo, hi = (_schedule(4.3e-5, 0.1, None, ovh) for ovh in (2e-7, 6e-7))
+    assert hi > 3 * lo
+    est = harness_seconds(4.3e-5, 0.1, overhead=4e-7)
+    assert lo < est < hi and est / lo < 2 and hi / est < 2
+    # clear of the threshold, the schedule itself
+    assert harness_seconds(5e-3, 0.1, overhead=3e-7) == pytest.approx(_schedule(5e-3, 0.1, None, 3e-7))
+
+
+def _scripted(toy, monkeypatch, seconds):
+    """toy's calls take seconds(shape) (no metrics, inputs free); returns the list of shapes timed."""
+    timed = []
+
+    def time_once(name, shape, dev, dtype):
+        timed.append(shape["n"])
+        return seconds(shape), 0.0, 0.0
+
+    monkeypatch.setattr(toy, "_time_once", time_once)
+    return timed
+
+
+def _floor(toy, n, name="mm"):
+    return roofline.measure_peaks(torch.device("cpu")).floor(toy.work({"n": n})[name])
+
+
+def test_calibration_times_the_asked_shape_when_a_call_there_is_predicted_cheap(monkeypatch):
+    # a call that grows faster than its floor (cache, page faults, barriers): predicted 0.05 s by the
+    # floor's ratio from the first shape, it takes 0.15 s, and the calibration has it
+    toy, big = _toy(), 4096
+    chain = toy.calibration_shapes({"n": big}, variants=["mm"])["mm"]
+    assert len(chain) > 1 and chain[-1]["n"] == big
+    k = 0.05 / _floor(toy, big)
+    timed = _scripted(toy, monkeypatch, lambda s: 3 * k * _floor(toy, big) if s["n"] == big else k * _floor(toy, s["n"]))
+    cal = toy.calibrate({"n": big}, "cpu", variants=["mm"])
+    assert timed == [chain[0]["n"], big]
+    [(shape, floor, call)] = cal.points["mm"]
+    assert shape["n"] == big and call == pytest.approx(0.15)
+    assert toy.predict(cal, {"n": big}, ["mm"], min_run_time=0.1) == pytest.approx(
+        harness_seconds(0.15, 0.1, overhead=cal.timer_overhead))
+
+
+def test_calibration_walks_up_only_to_calls_predicted_under_the_limit(monkeypatch):
+    # calls proportional to the floor, 1 s at the asked shape: timed at the first shape, then at the
+    # largest predicted under CALIBRATION_CALL, never at the asked one
+    toy, big = _toy(), 4096
+    chain = toy.calibration_shapes({"n": big}, variants=["mm"])["mm"]
+    k = 1.0 / _floor(toy, big)
+    timed = _scripted(toy, monkeypatch, lambda s: k * _floor(toy, s["n"]))
+    toy.calibrate({"n": big}, "cpu", variants=["mm"])
+    cheap = [s["n"] for s in chain if k * _floor(toy, s["n"]) <= CALIBRATION_CALL]
+    assert big not in timed and timed == list(dict.fromkeys([chain[0]["n"], max(cheap)]))
+
+
+def test_a_shared_cache_times_each_shape_once(monkeypatch):
+    toy = _toy()
+    timed = _scripted(toy, monkeypatch, lambda s: 1e-4)
+    cache = {}
+    for _ in range(2):
+        toy.calibrate({"n": 16}, "cpu", cache=cache)
+    assert timed == [16, 16]  # once per variant
+
+
+def test_the_prediction_makes_the_inputs_once():
+    # Lesson.run makes the inputs once for all its variants; metrics run once per variant
+    toy = _toy()
+    pk = roofline.measure_peaks(torch.device("cpu"))
+    shape = {"n": 8}
+    points = {n: [(shape, pk.floor(toy.work(shape)[n]), 1e-3)] for n in ("mm", "einsum")}
+    bare = Calibration(points, torch.float32, "cpu", {"mm": 0.0, "einsum": 0.0}, {"mm": 0.0, "einsum": 0.0}, pk, 3e-7)
+    full = dataclasses.replace(bare, metric_s={"mm": 0.5, "einsum": 0.5}, inputs_s={"mm": 2.0, "einsum": 2.0})
+    assert toy.predict(full, shape, min_run_time=0.1) - toy.predict(bare, shape, min_run_time=0.1) == \
+        pytest.approx(2.0 + 2 * 0.5)
 
 
 # --- OOM: refused, freed, and the kernel goes on --------------------------------------------------

@@ -11,7 +11,7 @@ import torch
 from lessons_lib import lesson01_broadcast_matmul as L1
 from lessons_lib import plots, results, timing
 from lessons_lib.lesson import Lesson, Param, Stopped, Variant, harness_seconds
-from lessons_lib.widgets import Explorer, slider_values
+from lessons_lib.widgets import MAX_TIME_PER_VARIANT, Explorer, slider_values
 
 KEY01 = L1.LESSON.key
 
@@ -80,6 +80,44 @@ def test_the_harness_schedule_covers_warmup_and_samples():
     assert slow == pytest.approx(timing.WARMUP_CALLS + 1 + 1 + 3 * (timing.MIN_SAMPLES - 1))
     assert harness_seconds(1.0, 0.1, max_time=5.0) < slow
     assert 0.1 <= harness_seconds(1e-6, 0.1) < 0.5
+
+
+def _scripted_calls(toy, monkeypatch, seconds):
+    """toy's calls take seconds(shape) when calibrating (no metrics, inputs free); returns the shapes timed."""
+    timed = []
+
+    def time_once(name, shape, dev, dtype):
+        timed.append((name, shape["n"]))
+        return seconds(shape), 0.0, 0.0
+
+    monkeypatch.setattr(toy, "_time_once", time_once)
+    return timed
+
+
+def test_a_sweep_predicts_each_point_from_its_own_calls(monkeypatch):
+    # a step, as with torch's 2 threads on a loaded 2-core CPU (each parallel op waits a time slice at its
+    # barrier): 64 ms a call from n=16 up, 50 µs below. Scaled from the ends by the floor, the middle
+    # points were predicted at a fraction of it; each point is calibrated at itself now, each shape once
+    toy = _toy()
+    step = lambda s: 0.064 if s["n"] >= 16 else 5e-5  # noqa: E731
+    timed = _scripted_calls(toy, monkeypatch, step)
+    ex = Explorer(toy, "cpu", min_run_time=0.05, sweep_budget=600)
+    with pytest.raises(Stopped):  # stopped before anything is measured: the estimate is what is tested
+        ex.sweep("n", [8, 16, 32, 64], stop=lambda: True)
+    assert sorted(timed) == sorted((v, n) for v in ("mm", "einsum") for n in (8, 16, 32, 64))
+    ovh = toy.calibrate({"n": 8}, "cpu").timer_overhead  # the same reading, give or take its noise
+    want = sum(2 * harness_seconds(step({"n": n}), 0.05, MAX_TIME_PER_VARIANT, overhead=ovh) for n in (8, 16, 32, 64))
+    assert ex._estimated == pytest.approx(want, rel=0.3)
+    assert ex._estimated > 3 * 2 * 1.0  # three points of 64 ms calls, 21 calls each per variant
+
+
+def test_a_sweep_is_refused_once_its_first_points_are_over_budget(monkeypatch):
+    toy = _toy()
+    timed = _scripted_calls(toy, monkeypatch, lambda s: 1.0)  # 8 s a variant, capped by max_time
+    ex = Explorer(toy, "cpu", min_run_time=0.05, sweep_budget=5)
+    with pytest.raises(ValueError, match="This sweep would take more than"):
+        ex.sweep("n", [64, 8, 32, 16])
+    assert {n for _v, n in timed} == {8}  # the smallest point, then refused: the others never timed
 
 
 @pytest.mark.parametrize("bad", [0, -1, math.nan, "30", True])
