@@ -141,8 +141,8 @@ class ExplorerUI:
             "labelled measured, reported (from the forum thread) or model (datasheet roofline).</i>")
         budgets = (f"<i>Run and Sweep measure this machine ({html.escape(describe(self.device).name)}). "
                    f"Run refuses above about {fmt_time(self.run_budget)}, Sweep above {fmt_time(self.sweep_budget)} "
-                   "(estimated on this machine first, from a few calls at a small shape); Stop ends after the "
-                   "current measurement and keeps a sweep's finished points.</i>")
+                   "(estimated on this machine first, from a few calls at this shape or a smaller one); Stop ends "
+                   "after the current measurement and keeps a sweep's finished points.</i>")
         return W.VBox([
             W.HTML(f"<b>{self.lesson.title}</b> — {describe(self.device).line()}<br>{note}"),
             *self.sliders.values(),

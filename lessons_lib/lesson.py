@@ -682,4 +682,5 @@ def _progress(total: int, desc: str):
 
 
 __all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "Check", "Stopped", "Calibration", "harness_seconds",
-           "timer_overhead", "crossover", "metrics_table", "DTYPES", "DoesNotFit", "check_device", "check_dtype", "fmt_bytes"]
+           "timer_overhead", "crossover", "metrics_table", "DTYPES", "DoesNotFit", "check_device", "check_dtype",
+           "fmt_bytes"]

@@ -10,7 +10,8 @@ its roofline floor is over the budget. Then its time is estimated on this machin
 variant is timed at a small shape, then at larger ones toward the asked one while a call there is
 predicted cheap, and scaled the rest of the way by the roofline's work ratio, through the harness's
 own schedule (`Lesson.calibrate` / `Lesson.predict`; a sweep calibrates each of its points); above
-the budget it is refused with a sentence saying what to change. After it ran, the estimate is shown beside the time it took.
+the budget it is refused with a sentence saying what to change. After it ran, the estimate is shown
+beside the time it took.
 After a run it says which regime each variant is in (overhead-, memory- or compute-bound: the
 largest of its three roofline bounds, `roofline.Peaks.regime`), and after a sweep where that changes.
 """

@@ -225,7 +225,7 @@ def test_calibration_times_the_asked_shape_when_a_call_there_is_predicted_cheap(
     chain = toy.calibration_shapes({"n": big}, variants=["mm"])["mm"]
     assert len(chain) > 1 and chain[-1]["n"] == big
     k = 0.05 / _floor(toy, big)
-    timed = _scripted(toy, monkeypatch, lambda s: 3 * k * _floor(toy, big) if s["n"] == big else k * _floor(toy, s["n"]))
+    timed = _scripted(toy, monkeypatch, lambda s: k * _floor(toy, s["n"]) * (3 if s["n"] == big else 1))
     cal = toy.calibrate({"n": big}, "cpu", variants=["mm"])
     assert timed == [chain[0]["n"], big]
     [(shape, floor, call)] = cal.points["mm"]
