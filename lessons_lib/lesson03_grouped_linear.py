@@ -354,14 +354,19 @@ def reproduce(device=None, params: dict | None = None, min_run_time: float = 0.1
     N, C, L = p["batch"], p["groups"] * p["group_size"], p["length"]
     out = {"forward": [], "training step": []}
     ctx = (lambda: torch.autocast(dev.type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
-    with _device.oom_guard(dev, "the reproduction"), ctx():
+    # One autocast region per phase: autocast caches its casts of the weights until its region ends, and
+    # on older torch (2.9) a cast cached under the forward's no_grad came back without a grad_fn in training.
+    with _device.oom_guard(dev, "the reproduction"):
         x, g = torch.randn(N, C, L, device=dev), torch.randn(N, C, L, device=dev)
-        for name, m in models.items():
-            out["forward"].append(timing.measure(_fwd, m, x, label=name, min_run_time=min_run_time, max_time=max_time))
-        for name, m in models.items():
-            opt = torch.optim.Adam(m.parameters(), lr=1e-6)
-            out["training step"].append(timing.measure(_train, m, opt, x, g, label=name, min_run_time=min_run_time,
-                                                       max_time=max_time))
+        with ctx():
+            for name, m in models.items():
+                out["forward"].append(timing.measure(_fwd, m, x, label=name, min_run_time=min_run_time,
+                                                     max_time=max_time))
+        with ctx():
+            for name, m in models.items():
+                opt = torch.optim.Adam(m.parameters(), lr=1e-6)
+                out["training step"].append(timing.measure(_train, m, opt, x, g, label=name,
+                                                           min_run_time=min_run_time, max_time=max_time))
     return out, models
 
 
