@@ -72,13 +72,14 @@ def setup(seed: int = 0, quiet: bool = False):
     torch.manual_seed(seed)
     matplotlib.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3})
     dev = _device.pick()
+    # On a CPU, first the thread count that is fastest here now (so the device line shows it): a busy
+    # machine stalls every parallel op on a descheduled thread. On a GPU the CPU threads only launch work.
+    busy = _device.fit_cpu_threads() if dev.type == "cpu" else ""
     if not quiet:
         print(_device.describe(dev).line())
         if dev.type == "cpu":
             print("No CUDA GPU: timings below are CPU timings; GPU-only parts show recorded GPU results.")
-    if dev.type == "cpu":  # on a GPU the CPU threads only launch work
-        busy = _device.fit_cpu_threads()
-        if busy and not quiet:
+        if busy:
             print(busy)
         from .doctor import summary
 
