@@ -356,26 +356,27 @@ def check_compile(quick: bool) -> Check:
                  "(cold; lessons budget about 15 s for their one compile on a CPU)")
 
 
+def _room(name: str, have: int, text: str, fix: str, fail: str, warn: str) -> Check:
+    """FAIL under half a GiB, WARN under 2 GiB, else OK: the one rule for disk and memory."""
+    if have < GIB // 2:
+        return Check(name, FAIL, text + fail, fix)
+    if have < 2 * GIB:
+        return Check(name, WARN, text + warn, fix)
+    return Check(name, OK, text)
+
+
 def check_disk(path: str = ".") -> Check:
     free = probe_disk_free(path)
-    text = f"{free / GIB:.1f} GiB free here"
-    fix = "free some space (`pip cache purge` empties pip's download cache)"
-    if free < GIB // 2:
-        return Check("disk", FAIL, text + ": notebooks cannot even save", fix)
-    if free < 2 * GIB:
-        return Check("disk", WARN, text + ": tight for a torch upgrade", fix)
-    return Check("disk", OK, text)
+    return _room("disk", free, f"{free / GIB:.1f} GiB free here",
+                 "free some space (`pip cache purge` empties pip's download cache)",
+                 ": notebooks cannot even save", ": tight for a torch upgrade")
 
 
 def check_memory() -> Check:
     avail = probe_memory_available()
-    text = f"{avail / GIB:.1f} GiB available"
-    fix = "close other programs (browsers tabs and other notebooks' kernels first)"
-    if avail < GIB // 2:
-        return Check("memory", FAIL, text + ": lessons will be killed for lack of memory", fix)
-    if avail < 2 * GIB:
-        return Check("memory", WARN, text + ": explorers will refuse the larger shapes", fix)
-    return Check("memory", OK, text)
+    return _room("memory", avail, f"{avail / GIB:.1f} GiB available",
+                 "close other programs (browsers tabs and other notebooks' kernels first)",
+                 ": lessons will be killed for lack of memory", ": explorers will refuse the larger shapes")
 
 
 def run_checks(quick: bool = False) -> list[Check]:
