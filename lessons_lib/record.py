@@ -46,8 +46,11 @@ def lesson_modules() -> dict[str, object]:
     for info in sorted(pkgutil.iter_modules(lessons_lib.__path__), key=lambda i: i.name):
         if not re.fullmatch(r"lesson\d\d_\w+", info.name):
             continue
+        # A lesson package records through its `explore` module (the explorer's declaration and the
+        # record targets live there); a single-file lesson records through itself.
+        name = f"lessons_lib.{info.name}" + (".explore" if info.ispkg else "")
         try:
-            module = importlib.import_module(f"lessons_lib.{info.name}")
+            module = importlib.import_module(name)
         except ImportError as err:
             print(f"  {info.name}: cannot be imported ({err}), skipped", flush=True)
             continue
