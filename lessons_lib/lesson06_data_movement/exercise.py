@@ -1,0 +1,116 @@
+"""Lesson 06's exercise: the starter, the float64 reference and the checker."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import timing
+from .. import device as _device
+from ..grading import Verdict, analyse_reader, call_for_tensor, call_reader, rel_error
+from ..syncs import syncs
+from ..trace import trace_ops
+
+
+def exercise_starter(*pieces):
+    out = pieces[0].new_empty(0, pieces[0].shape[1])
+    for p in pieces:
+        scale = p.abs().max().item()  # a host sync per piece
+        out = torch.cat([out, p / max(scale, 1e-6)])  # re-copies everything so far
+    return out
+
+
+def exercise_reference(*pieces):
+    return torch.cat([p.double() / p.double().abs().max().clamp_min(1e-6) for p in pieces])
+
+
+EXERCISE_SHAPES = [(8, 4, 16), (5, 3, 7), (1, 1, 1), (17, 2, 33)]  # (pieces, rows, cols)
+
+
+EXERCISE_GROWTH = (16, 64)  # pieces counts for the growth checks
+
+
+EXERCISE_PIECE = (4, 32)
+
+
+def _exercise_pieces(n, rows, cols, gen, device="cpu"):
+    return tuple((torch.randn(rows, cols, generator=gen) * (1 + i % 3)).to(device) for i in range(n))
+
+
+def check_exercise(fn) -> Verdict:
+    """Grade the rewrite: float64 correctness at odd shapes, zero host syncs inside the loop (the count
+    must not grow with the number of pieces), and bytes copied linear in n (trace)."""
+    v = Verdict(f"Exercise 06 ({getattr(fn, '__name__', 'your function')})")
+    if not callable(fn):
+        v.check("is a function", False, f"got {type(fn).__name__}; pass your function itself, e.g. my_prepare")
+        return v
+    gen = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for n, rows, cols in EXERCISE_SHAPES:
+        pieces = _exercise_pieces(n, rows, cols, gen)
+        ref = exercise_reference(*pieces)  # from the pieces before the reader's code runs
+        out, problem = call_for_tensor(fn, *pieces, shape=ref.shape)
+        if problem:
+            v.check(f"runs and returns ({n}·rows, cols) for {n} pieces of {rows} × {cols}", False, problem)
+            return v
+        worst = max(worst, rel_error(out, ref))
+    v.check(f"matches the float64 reference at {len(EXERCISE_SHAPES)} shapes (odd ones included)", worst < 1e-5,
+            "NaN or inf in the output" if worst == math.inf else (f"worst relative error {worst:.1e}" if worst >= 1e-5 else ""))
+
+    counts = {}
+    for n in EXERCISE_GROWTH:
+        pieces = _exercise_pieces(n, *EXERCISE_PIECE, gen)
+        report, problem = call_reader(lambda *p: syncs(fn, *p), *pieces)
+        if problem:
+            v.check("can be run under the sync detector", False, problem)
+            return v
+        counts[n] = report
+    a, b = (counts[n] for n in EXERCISE_GROWTH)
+    lines = ", ".join(f"{k} ×{c}" for k, c in b.lines().items())
+    v.check("no host sync inside the loop (the count does not grow with the pieces)",
+            len(b.syncs) <= len(a.syncs) and len(b.syncs) <= 1,
+            f"{len(a.syncs)} syncs for {EXERCISE_GROWTH[0]} pieces, {len(b.syncs)} for {EXERCISE_GROWTH[1]}: {lines}"
+            if b.syncs else "")
+
+    copied = {}
+    for n in EXERCISE_GROWTH:
+        def inputs(device, n=n):
+            g = torch.Generator().manual_seed(n)
+            return _exercise_pieces(n, *EXERCISE_PIECE, g, device)
+
+        t, _where, problem = analyse_reader(lambda *p: trace_ops(fn, *p), inputs)
+        if problem:
+            v.check("can be traced", False, problem)
+            return v
+        copied[n] = t.copied_bytes
+    growth = copied[EXERCISE_GROWTH[1]] / max(copied[EXERCISE_GROWTH[0]], 1)
+    linear = EXERCISE_GROWTH[1] / EXERCISE_GROWTH[0]
+    v.check(f"bytes copied grow linearly with the pieces (×{linear:g} pieces → at most ×{1.25 * linear:g} bytes)",
+            growth <= 1.25 * linear,  # 25% slack for a fixed-size extra copy; quadratic growth is ×16
+            f"×{growth:.1f} ({_device.fmt_bytes(copied[EXERCISE_GROWTH[0]])} → "
+            f"{_device.fmt_bytes(copied[EXERCISE_GROWTH[1]])})")
+    if _device.has_cuda() and not getattr(torch.cuda, "_course_simulated", None):
+        v.on_gpu(*_gpu_speed_check(fn))
+    else:
+        v.on_gpu("at least 3× faster than the starter at 256 pieces", None)
+    return v
+
+
+# On a GPU the exercise is also timed, at 256 pieces of 256 × 1024 float32 (1 MiB each). Model (datasheet
+# bandwidth, 5 µs per launched op as roofline.ASSUMED_LAUNCH, one launch latency per sync): the starter's
+# cats write 256·257/2 MiB ≈ 34.5 GB and read as much, ≥ 20 ms on an H100 (3.35 TB/s), ≥ 215 ms on a T4
+# (320 GB/s), plus ~5 launches and a sync per piece (~7 ms); a solution launches ~4 ops per piece and one cat
+# (~5 ms of launches, 0.5 GB of bytes). Modelled ratio ≈ 5× on an H100, ≈ 40× on a T4; the bar, 3×, leaves
+# a 1.6× margin below the H100's figure.
+GPU_SPEEDUP_BAR = 3.0
+
+
+def _gpu_speed_check(fn):
+    gen = torch.Generator().manual_seed(2)
+    pieces = _exercise_pieces(256, 256, 1024, gen, "cuda")
+    slow = timing.measure(exercise_starter, *pieces, max_time=10).median
+    timed, problem = call_reader(lambda: timing.measure(fn, *pieces, max_time=10))
+    name = f"at least {GPU_SPEEDUP_BAR:g}× faster than the starter at 256 pieces"
+    if problem:
+        return name, False, problem
+    return name, slow / timed.median >= GPU_SPEEDUP_BAR, f"{slow / timed.median:.1f}×"
