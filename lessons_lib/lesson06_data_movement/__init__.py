@@ -11,49 +11,41 @@ the effect is a time, a verdict, and the corrected rule:
 4. in-place ops avoid copies;
 5. `no_grad` saves time and memory (and `inference_mode`);
 6. channel-first layouts help convolutions.
+
+Which file holds what:
+
+- variants.py            the seed's code and its fixes (what the notebook shows with `show_source`)
+- evidence.py            the claims, our verdicts and the summary table; the timing helper the experiments share
+- evidence_transfers.py  claim 1: host syncs and copies of seed example 1, its model per named GPU, its timings
+- evidence_loops.py      claim 2: seed example 2's per-element loop, its extrapolation, expand vs repeat
+- evidence_cat.py        claim 3: the bytes each way of joining pieces copies, predicted and traced; the verdict
+- evidence_inplace.py    claim 4: what in place saves, its cause measured, and how in place goes wrong
+- evidence_grad.py       claim 5: no_grad and inference_mode, saved bytes and timings
+- evidence_layout.py     claim 6: channels_last vs NCHW, strides and timings
+- explore.py             the explorers (cat strategies; host-to-device copies) and the recorded results
+- exercise.py            the exercise: starter, float64 reference, checker
+
+Below: the names the notebook and its solution use (the tests import the rest from the files above).
+`cat_explorer` is also used by tests/test_widgets.py and workshop/explorer_times.py.
 """
 from __future__ import annotations
 
-from .variants import (  # noqa: F401
-    SEED_EXAMPLE1, SEED_EXAMPLE2, SEED_EXAMPLE3, posted_transfer_loop, copy_only_loop, kept_on_device_loop,
-    hidden_syncs_example, hidden_syncs_fixed, copy_pageable, copy_pinned, pin_then_copy, posted_elementwise,
-    posted_broadcast, broadcast_view, broadcast_gather, cat_in_a_loop, preallocate_and_fill, cat_once,
-    out_of_place, in_place, into_buffer, normalise_in_place, forward_with_grad, forward_no_grad,
-    forward_inference_mode, GRAD_MODES,
-)
-from .evidence import _measure, _bytes, CLAIMS, TESTED_ELSEWHERE, summary_table  # noqa: F401
-from .evidence_transfers import (  # noqa: F401
-    transfer_syncs, sync_table, seed_example1_model, seed_example1_model_table, seed_example1_timings,
-    seed_example1_verdict,
-)
-from .evidence_loops import (  # noqa: F401
-    elementwise_reference, broadcast_error, ops_per_element, Extrapolation, extrapolate_elementwise,
-    expand_vs_repeat,
-)
-from .evidence_cat import predicted_cat_bytes, cat_bytes_table, growth_exponent, cat_verdict, sweep_exponent  # noqa: F401
+from .evidence import CLAIMS, summary_table  # noqa: F401
+from .evidence_cat import cat_bytes_table, cat_verdict, growth_exponent, sweep_exponent  # noqa: F401
+from .evidence_grad import grad_mode_verdict, grad_modes_agree, saved_bytes  # noqa: F401
 from .evidence_inplace import (  # noqa: F401
-    inplace_traces, inplace_timings, inplace_cause, inplace_reading, version_counter_error,
-    expanded_write_error, aliasing_demo,
+    aliasing_demo, expanded_write_error, inplace_cause, inplace_reading, inplace_traces, version_counter_error,
 )
-from .evidence_grad import mlp, saved_bytes, grad_mode_timings, grad_modes_agree, grad_mode_verdict  # noqa: F401
-from .evidence_layout import convnet, layout_inputs, layout_strides, layout_timings, layout_verdict, _no_grad_call  # noqa: F401
-from .explore import (  # noqa: F401
-    KEY, cat_inputs, cat_peak_bytes, CAT_LESSON, cat_explorer, explorer, _transfer_inputs, _transfer_validate,
-    transfer_lesson, transfer_explorer, CAT_NS_CPU, CAT_NS_GPU, record, targets,
+from .evidence_layout import layout_strides, layout_verdict  # noqa: F401
+from .evidence_loops import (  # noqa: F401
+    broadcast_error, elementwise_reference, expand_vs_repeat, extrapolate_elementwise, ops_per_element,
 )
-from .exercise import (  # noqa: F401
-    exercise_starter, exercise_reference, EXERCISE_SHAPES, EXERCISE_GROWTH, EXERCISE_PIECE, _exercise_pieces,
-    check_exercise, GPU_SPEEDUP_BAR, _gpu_speed_check,
+from .evidence_transfers import (  # noqa: F401
+    seed_example1_model, seed_example1_model_table, seed_example1_verdict, sync_table, transfer_syncs,
 )
-
-__all__ = ["KEY", "CAT_LESSON", "transfer_lesson", "posted_transfer_loop", "copy_only_loop", "kept_on_device_loop",
-           "transfer_syncs", "sync_table", "hidden_syncs_example", "hidden_syncs_fixed", "seed_example1_model",
-           "seed_example1_model_table", "seed_example1_timings", "posted_elementwise", "posted_broadcast",
-           "broadcast_view", "broadcast_gather", "broadcast_error", "ops_per_element", "extrapolate_elementwise",
-           "expand_vs_repeat", "cat_in_a_loop", "preallocate_and_fill", "cat_once", "predicted_cat_bytes",
-           "cat_bytes_table", "growth_exponent", "cat_explorer", "explorer", "transfer_explorer", "inplace_traces",
-           "inplace_timings", "version_counter_error", "expanded_write_error", "normalise_in_place", "aliasing_demo",
-           "saved_bytes", "grad_mode_timings", "grad_modes_agree", "layout_strides", "layout_timings",
-           "summary_table", "CLAIMS", "record", "targets", "exercise_starter", "check_exercise",
-           "seed_example1_verdict", "cat_verdict", "sweep_exponent", "inplace_cause", "inplace_reading",
-           "grad_mode_verdict", "layout_verdict"]
+from .exercise import check_exercise, exercise_starter  # noqa: F401
+from .explore import CAT_LESSON, cat_explorer, transfer_explorer  # noqa: F401
+from .variants import (  # noqa: F401
+    broadcast_gather, broadcast_view, cat_in_a_loop, cat_once, hidden_syncs_example, hidden_syncs_fixed,
+    kept_on_device_loop, normalise_in_place, posted_elementwise, posted_transfer_loop, preallocate_and_fill,
+)

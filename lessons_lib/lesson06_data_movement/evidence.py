@@ -14,7 +14,7 @@ from .. import timing
 from ..display import html_table
 
 
-# === helpers ==================================================================================================
+# === helpers ======================================================================================
 
 
 def _measure(fn, *args, label: str, min_run_time: float = 0.1, max_time: float = 3.0) -> timing.Timing:
@@ -22,12 +22,7 @@ def _measure(fn, *args, label: str, min_run_time: float = 0.1, max_time: float =
     return timing.measure(fn, *args, label=label, min_run_time=min_run_time, max_time=max_time)
 
 
-def _bytes(t) -> int:
-    return t.numel() * t.element_size()
-
-
-# === summary ==================================================================================================
-
+# === summary ======================================================================================
 
 CLAIMS = [
     ("Keep data on the GPU; transfers add latency", "holds",

@@ -16,11 +16,10 @@ from .evidence_loops import extrapolate_elementwise
 from .evidence_transfers import seed_example1_timings
 from .variants import cat_in_a_loop, cat_once, copy_pageable, copy_pinned, pin_then_copy, preallocate_and_fill
 
+KEY = "06_data_movement"  # this lesson's key in the recorded results
 
-# === the cat explorer =========================================================================================
 
-
-KEY = "06_data_movement"
+# === the cat explorer =============================================================================
 
 
 def cat_inputs(p: dict, device, dtype):
@@ -59,7 +58,7 @@ def cat_explorer(device=None) -> Explorer:
 explorer = cat_explorer
 
 
-# === transfers as explorer variants (a GPU is needed: refused with a sentence on a CPU) =======================
+# === transfers as explorer variants (a GPU is needed: refused with a sentence on a CPU) ===========
 
 
 def _transfer_inputs(p: dict, device, dtype):
@@ -105,12 +104,9 @@ def transfer_explorer(device=None) -> Explorer:
     return Explorer(lesson, device)
 
 
-# === recorded results =========================================================================================
-
+# === recorded results =============================================================================
 
 CAT_NS_CPU = [16, 32, 64, 128, 256]
-
-
 CAT_NS_GPU = [16, 32, 64, 128, 256, 512]
 
 

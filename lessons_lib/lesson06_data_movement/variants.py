@@ -8,16 +8,11 @@ from __future__ import annotations
 import torch
 
 
-# === 1 · transfers and syncs (seed example 1) =================================================================
-
+# === 1 · transfers and syncs (seed example 1) =====================================================
 
 # The seed's three examples, at its sizes (it reports no timings: "the output demonstrates...").
 SEED_EXAMPLE1 = {"size": (10000, 1000), "num_iterations": 100}
-
-
 SEED_EXAMPLE2 = {"size": (5000, 2000), "num_iterations": 100}
-
-
 SEED_EXAMPLE3 = {"num_tensors": 10, "size": (1000, 1000), "num_iterations": 100}
 
 
@@ -83,7 +78,7 @@ def pin_then_copy(dst, host, pinned):
     return dst.copy_(fresh, non_blocking=True)
 
 
-# === 2 · Python loops vs vector ops (seed example 2) ==========================================================
+# === 2 · Python loops vs vector ops (seed example 2) ==============================================
 
 
 def posted_elementwise(a, b, out, count: int):
@@ -113,7 +108,8 @@ def broadcast_gather(a, b):
     return a + b[idx]
 
 
-# === 3 · torch.cat in a loop (seed example 3) =================================================================
+# === 3 · torch.cat in a loop (seed example 3) =====================================================
+# Inputs are the pieces themselves: fn(*pieces), each (rows, cols).
 
 
 def cat_in_a_loop(*pieces):
@@ -140,7 +136,7 @@ def cat_once(*pieces):
     return torch.cat(pieces)
 
 
-# === 4 · in-place ops =========================================================================================
+# === 4 · in-place ops =============================================================================
 
 
 def out_of_place(a, b):
@@ -162,7 +158,7 @@ def normalise_in_place(x):
     return x
 
 
-# === 5 · no_grad and inference_mode ===========================================================================
+# === 5 · no_grad and inference_mode ===============================================================
 
 
 def forward_with_grad(model, x):

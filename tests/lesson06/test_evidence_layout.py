@@ -1,21 +1,27 @@
 """Lesson 06, claim 6 (evidence_layout.py): channels_last vs NCHW."""
 
-from lessons_lib import lesson06_data_movement as L
+from lessons_lib.lesson06_data_movement import evidence_layout
 
 
 def test_channels_last_is_the_same_shape_with_other_strides_and_the_same_values():
-    text = L.layout_strides()
+    text = evidence_layout.layout_strides()
     assert "strides (192, 1, 24, 3)" in text and "output strides (512, 1, 64, 8)" in text and "✓" in text
 
 
 def test_a_convolution_output_is_channels_last_when_its_input_or_its_weight_is():
     # ATen: cudnn_conv_suggest_memory_format (ConvUtils.h) on CUDA; the CPU backends follow the same rule
-    rows = {line[:24].strip(): line for line in L.layout_strides().splitlines()[:4]}
+    rows = {line[:24].strip(): line for line in evidence_layout.layout_strides().splitlines()[:4]}
     assert rows["contiguous (NCHW)"].endswith("(NCHW)")
     for name in ("channels_last (NHWC)", "input NHWC, weight NCHW", "input NCHW, weight NHWC"):
         assert rows[name].endswith("(channels_last)"), rows[name]
 
 
 def test_layout_timings_plumbing(one_thread):
-    t = L.layout_timings("cpu", batch=1, size=8, min_run_time=0.01)
+    t = evidence_layout.layout_timings("cpu", batch=1, size=8, min_run_time=0.01)
     assert list(t) == ["contiguous NCHW", "channels_last"]
+
+
+def test_the_layout_verdict_goes_through_the_noise_rule(one_thread):
+    cmp, said = evidence_layout.layout_verdict("cpu", batch=1, size=8, max_time=0.5)
+    r = cmp.ratio("contiguous NCHW", "channels_last")
+    assert ("not decided on this run" in said) == (not r.decided)

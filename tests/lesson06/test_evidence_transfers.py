@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from lessons_lib import lesson06_data_movement as L
+from lessons_lib.lesson06_data_movement import evidence_transfers
 
 
 SIMULATED = getattr(torch.cuda, "_course_simulated", None)
@@ -12,16 +12,16 @@ REAL_GPU = torch.cuda.is_available() and not SIMULATED
 
 
 def test_the_posted_transfer_loop_syncs_once_per_pass_and_the_kept_one_never():
-    r = L.transfer_syncs("cpu", num_iterations=5)
+    r = evidence_transfers.transfer_syncs("cpu", num_iterations=5)
     assert len(r["as posted"].syncs) == 5  # result.cpu() in every pass
     assert {s.where for s in r["as posted"].syncs} == {"result = result.cpu()"}
     assert len(r["kept on device"].syncs) == 0 and len(r["copy only"].syncs) == 0
-    assert "as posted" in L.sync_table(r) and " 1 " in L.sync_table(r).splitlines()[2]
+    assert "as posted" in evidence_transfers.sync_table(r) and " 1 " in evidence_transfers.sync_table(r).splitlines()[2]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (a GPU or the simulated one)")
 def test_on_a_gpu_the_posted_loop_copies_and_syncs_twice_per_pass():
-    r = L.transfer_syncs("cuda", num_iterations=3, size=(8, 4))
+    r = evidence_transfers.transfer_syncs("cuda", num_iterations=3, size=(8, 4))
     posted = r["as posted"]
     assert [t.direction for t in posted.transfers] == ["host → device", "device → host"] * 3
     assert len(posted.syncs) == 6  # a blocking .to(device) and a .cpu() per pass
@@ -31,15 +31,15 @@ def test_on_a_gpu_the_posted_loop_copies_and_syncs_twice_per_pass():
 
 
 def test_seed_example1_model_is_labelled_and_copy_dominated():
-    rows = L.seed_example1_model()
+    rows = evidence_transfers.seed_example1_model()
     assert [r["gpu"] for r in rows] == ["T4", "L4", "A100", "H100"]
     # the copy of 40 MB over PCIe dwarfs the sum over HBM/GDDR on every named GPU
     assert all(r["posted"] / r["kept"] > 20 for r in rows)
-    assert "Not a measurement" in L.seed_example1_model_table(rows)
+    assert "Not a measurement" in evidence_transfers.seed_example1_model_table(rows)
 
 
 def test_seed_example1_is_not_timed_on_a_cpu():
-    cmp, said = L.seed_example1_verdict("cpu")
+    cmp, said = evidence_transfers.seed_example1_verdict("cpu")
     assert cmp is None and "model" in said
 
 
@@ -49,5 +49,5 @@ def test_gpu_seed_example1_kept_on_device_is_2x_faster():
     """Model (seed_example1_model): a pass of the posted loop copies 40 MB pageable (≥ 0.6 ms even at the
     H100's full PCIe Gen5 64 GB/s) plus a read-back sync; the kept loop only sums 40 MB (≤ 0.13 ms on a
     T4 at 320 GB/s). Modelled ratio 59× (T4) to 404× (H100); bar 2× is far inside the smallest."""
-    t = L.seed_example1_timings("cuda", num_iterations=10)
+    t = evidence_transfers.seed_example1_timings("cuda", num_iterations=10)
     assert t["as posted"].median >= 2 * t["kept on device"].median

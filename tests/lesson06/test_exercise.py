@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from lessons_lib import lesson06_data_movement as L
+from lessons_lib.lesson06_data_movement import exercise
 
 
 def _solution(*pieces):
@@ -26,7 +26,7 @@ def _sync_once(*pieces):  # one sync for the whole batch: allowed (it does not g
 
 
 def test_checker_fails_the_starter_on_syncs_and_bytes_not_correctness():
-    v = L.check_exercise(L.exercise_starter)
+    v = exercise.check_exercise(exercise.exercise_starter)
     assert [ok for _n, ok, _d in v.checks[:3]] == [True, False, False]
     assert "scale = p.abs().max().item()" in v.checks[1][2]
     assert not v.passed
@@ -34,7 +34,7 @@ def test_checker_fails_the_starter_on_syncs_and_bytes_not_correctness():
 
 @pytest.mark.parametrize("fn", [_solution, _preallocate_solution, _sync_once])
 def test_checker_passes_correct_rewrites(fn):
-    v = L.check_exercise(fn)
+    v = exercise.check_exercise(fn)
     assert v.passed, str(v)
 
 
@@ -47,6 +47,6 @@ def test_checker_passes_correct_rewrites(fn):
     ("not a function", "is a function"),
 ])
 def test_checker_turns_wrong_code_into_a_failed_line(fn, failing):
-    v = L.check_exercise(fn)
+    v = exercise.check_exercise(fn)
     assert not v.passed
     assert any(not ok and name.startswith(failing) for name, ok, _d in v.checks), str(v)
