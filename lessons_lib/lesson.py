@@ -7,64 +7,25 @@ explorer widget in `widgets.py`) is written once, here and in the toolkit.
 """
 from __future__ import annotations
 
-import inspect
 import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import torch
 
 from . import roofline, timing
+from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, oom_guard, pick, synchronize
 from .display import text_table
-from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, has_cuda, oom_guard, pick, synchronize
 from .grading import rel_error
+from .lesson_parts import (DTYPES, _RTOL, Check, Param, Stopped, Variant, _as64, _check_positive,  # noqa: F401
+                           _flat, _fmt_params, _fresh, _max_time_kw, _progress, _tf32_allowed, check_device,
+                           check_dtype)
+from .runs import (_BLOCK_NOISE, _TIMER_OVERHEAD, CALIBRATION_CALL, CALIBRATION_CALLS,  # noqa: F401
+                   CALIBRATION_FLOOR, Calibration, Run, Sweep, _schedule, crossover, harness_seconds,
+                   metrics_table, timer_overhead)
 from .trace import OpTrace, on_meta, trace_ops
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-# Relative tolerance against the float64 reference, scaled by sqrt(reduction length).
-_RTOL = {torch.float32: 2e-6, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-
-
-@dataclass
-class Param:
-    name: str
-    label: str
-    cpu: int  # default on a CPU: small enough to time in about a second
-    gpu: int  # default on a GPU: the forum thread's shape
-    lo: int
-    hi: int
-
-    def default(self, device: torch.device) -> int:
-        return self.gpu if device.type == "cuda" else self.cpu
-
-
-class Stopped(Exception):
-    """A run or sweep was stopped by its `stop` callback (the explorer's Stop button)."""
-
-
-class Check(NamedTuple):
-    """One row of `Lesson.check_correct`: a variant at one shape against the float64 reference."""
-
-    variant: str
-    params: dict
-    error: float  # worst relative error over every tensor the call returns (inf for NaN, inf or a wrong shape)
-    tol: float
-    ok: bool
-
-
-@dataclass
-class Variant:
-    name: str
-    fn: Callable[..., torch.Tensor]
-    note: str = ""
-    # prepare(fn, *inputs) -> the callable to time. Runs outside the clock (compile, graph capture);
-    # Lesson.run reports its cost separately, in Run.prepare_seconds.
-    prepare: Callable[..., Callable] | None = None
-
-    def source(self) -> str:
-        return inspect.getsource(self.fn)
 
 
 @dataclass
@@ -465,220 +426,6 @@ class Lesson:
         return Sweep(self.key, param, values, runs)
 
 
-def check_device(device) -> torch.device:
-    """A device the course can run on: "cpu", or "cuda" where CUDA is available. Anything else
-    (meta, mps, a typo) gets a sentence, before anything runs."""
-    if device is None:
-        return pick(None)
-    if not isinstance(device, (str, torch.device)):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}.")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"Unknown device {device!r}: use 'cpu' or 'cuda'.") from None
-    if dev.type == "cuda" and not has_cuda():
-        raise ValueError("device='cuda' but no CUDA GPU is available here: use 'cpu' (or a GPU runtime on Colab).")
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"The course times and checks on 'cpu' or 'cuda', not {dev.type!r} "
-                         "(op traces on 'meta' go through Lesson.traces).")
-    return dev
-
-
-def check_dtype(dtype) -> torch.dtype:
-    """float32, float16 or bfloat16, as a torch.dtype or its name; anything else gets a sentence."""
-    if isinstance(dtype, str) and dtype in DTYPES:
-        return DTYPES[dtype]
-    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
-        return dtype
-    raise ValueError(f"dtype must be one of {list(DTYPES)} (a name or a torch dtype), got {dtype!r}.")
-
-
-def _check_positive(x, name: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {x!r}.")
-    return float(x)
-
-
-def _max_time_kw(max_time):
-    """Pass `max_time` to timing.measure only where the harness has it."""
-    if max_time is None or "max_time" not in inspect.signature(timing.measure).parameters:
-        return {}
-    return {"max_time": max_time}
-
-
-def _tf32_allowed() -> bool:
-    return bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)) or \
-        torch.get_float32_matmul_precision() != "highest"
-
-
-def _fresh(inputs):
-    """A copy of each input tensor (keeping requires_grad), so in-place writes stay with one variant."""
-    return tuple(t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
-                 for t in inputs)
-
-
-@dataclass
-class Run:
-    lesson: str
-    params: dict
-    dtype: str
-    device: str
-    timings: dict[str, timing.Timing]
-    work: dict[str, roofline.Work]
-    metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # variant -> {"name (unit)": value}
-    prepare_seconds: dict[str, float] = field(default_factory=dict)  # variant -> compile/capture cost, untimed
-
-    def table(self, baseline: str | None = None) -> str:
-        return timing.table(list(self.timings.values()), baseline)
-
-    def metrics_table(self) -> str:
-        """The lesson's metrics (if it declares any), one variant a line; "" when there are none."""
-        return metrics_table(self.metrics)
-
-    def floors(self, peaks: roofline.Peaks) -> dict[str, float]:
-        return {n: peaks.floor(self.work[n]) for n in self.timings}
-
-
-@dataclass
-class Sweep:
-    lesson: str
-    param: str
-    values: list[int]  # the values measured (all of them, unless stopped)
-    runs: list[Run]
-    stopped: bool = False  # Stop ended it: `values` are the points finished before
-    planned: list[int] | None = None  # every value asked for, when stopped
-
-    def medians(self) -> dict[str, list[float]]:
-        names = self.runs[0].timings.keys()
-        return {n: [r.timings[n].median for r in self.runs] for n in names}
-
-    def iqrs(self) -> dict[str, list[float]]:
-        names = self.runs[0].timings.keys()
-        return {n: [r.timings[n].iqr for r in self.runs] for n in names}
-
-    def metric_series(self) -> dict[str, dict[str, list[float]]]:
-        """{metric: {variant: one value per swept value}}; empty when the lesson has no metrics."""
-        first = self.runs[0].metrics
-        names = list(dict.fromkeys(m for per in first.values() for m in per))
-        return {m: {v: [r.metrics[v][m] for r in self.runs] for v in first} for m in names}
-
-
-def metrics_table(metrics: dict[str, dict[str, float]]) -> str:
-    """{variant: {metric: value}} as a fixed-width table (values to 3 significant figures)."""
-    if not metrics:
-        return ""
-    names = list(dict.fromkeys(m for per in metrics.values() for m in per))
-    rows = [("variant", *names)]
-    rows += [(v, *(f"{per[m]:.3g}" if m in per else "-" for m in names)) for v, per in metrics.items()]
-    return text_table(rows, numbers=True)
-
-
-CALIBRATION_FLOOR = 0.02  # seconds: a variant's floor at its first calibration shape
-CALIBRATION_CALL = 0.1  # seconds: calibration also times the asked shape when a call there is predicted under this
-CALIBRATION_CALLS = 3  # timed calls per shape (after one untimed), when a call is fast
-# seconds torch's Timer counts as its own overhead around a block, when it cannot be measured (measured here,
-# idle and under load: 0.3-0.5 µs; its block-size search aims at 1e-4 of it)
-_TIMER_OVERHEAD = 5e-7
-# how far one measure()'s Timer overhead and block time may stray from the calibration's (each is one noisy
-# reading in torch's block-size search): a block size near the threshold is either of two, see harness_seconds
-_BLOCK_NOISE = 1.5
-
-
-@dataclass
-class Calibration:
-    """Calls of each variant timed on this machine, now, at small shapes (`Lesson.calibrate`)."""
-
-    points: dict[str, list[tuple[dict, float, float]]]  # variant -> [(shape, floor, seconds a call)] at its last shape
-    dtype: torch.dtype
-    device: str
-    metric_s: dict[str, float]  # variant -> seconds of the lesson's metrics (0 without metrics)
-    inputs_s: dict[str, float]  # variant -> seconds to make the inputs at its last shape
-    peaks: roofline.Peaks
-    timer_overhead: float = _TIMER_OVERHEAD  # seconds, as torch's Timer measures its own (`timer_overhead`)
-
-
-def timer_overhead(rounds: int = 3) -> float:
-    """The overhead torch's Timer sizes its blocks by, measured as it does (the median of five empty
-    timings of the harness's own statement, `Timer._estimate_block_size`), median of `rounds` such."""
-    import itertools
-
-    import torch.utils.benchmark as tbench
-
-    try:
-        timer = tbench.Timer(stmt="fn(*next(cycle))", globals={"fn": lambda: None, "cycle": itertools.cycle([()])},
-                             num_threads=torch.get_num_threads())
-        return statistics.median(statistics.median(timer._timeit(0) for _ in range(5)) for _ in range(rounds))
-    except Exception:  # a private method of torch's: if it moves, the constant measured here
-        return _TIMER_OVERHEAD
-
-
-def harness_seconds(per_call: float, min_run_time: float, max_time: float | None = None,
-                    overhead: float = _TIMER_OVERHEAD) -> float:
-    """Wall time `timing.measure` takes on a call of `per_call` seconds, `overhead` being the Timer's
-    (`timer_overhead`): see `_schedule`. torch sizes the block from one timed block and one
-    measured overhead; where either's noise could move the block to the next power of ten (a
-    10× block means fewer than MIN_SAMPLES blocks fill min_run_time, then samples up to it: up to
-    4× the time), this is the geometric mean of the two schedules, within 2× of either."""
-    lo = _schedule(per_call, min_run_time, max_time, overhead / _BLOCK_NOISE)
-    hi = _schedule(per_call, min_run_time, max_time, overhead * _BLOCK_NOISE)
-    return math.sqrt(lo * hi)
-
-
-def _schedule(per_call: float, min_run_time: float, max_time: float | None, overhead: float) -> float:
-    """`timing.measure`, step by step: its warm-up calls (and with max_time, min_run_time cut to half
-    what is left of it); torch's block-size search (1, 10, 100… calls until the Timer's overhead is at
-    most 1e-4 of a block and the block at least min_run_time/1000, or the block is over
-    min_run_time); blocks until min_run_time; then one-block samples up to `timing.MIN_SAMPLES`, each
-    after `Timer.timeit`'s own warm-up (max(number // 100, 2) calls), stopping past max_time once
-    there are two (torch/utils/benchmark/utils/timer.py, lessons_lib/timing.py)."""
-    c = max(per_call, 1e-9)
-    total = timing.WARMUP_CALLS * c
-    if max_time is not None:
-        min_run_time = max(min(min_run_time, (max_time - total) / 2), 1e-3)
-    number = 1
-    while True:  # Timer._estimate_block_size
-        block = number * c
-        total += block
-        if (overhead / block <= 1e-4 and block >= min_run_time / 1000) or block > min_run_time \
-                or number * 10 > 2147483647:
-            break
-        number *= 10
-    samples = max(1, math.ceil(min_run_time / block))  # Timer._threaded_measurement_loop
-    total += samples * block
-    while samples < timing.MIN_SAMPLES:
-        if max_time is not None and samples >= 2 and total > max_time:
-            break
-        total += block + max(number // 100, 2) * c
-        samples += 1
-    return total
-
-
-def crossover(values: list[int], a: list[float], b: list[float]) -> int | None:
-    """The first value at which series `a` stops being slower than `b` (or vice versa)."""
-    for i in range(1, len(values)):
-        if (a[i - 1] > b[i - 1]) != (a[i] > b[i]):
-            return values[i]
-    return None
-
-
-def _flat(result) -> list[torch.Tensor]:
-    return [t for t in (result if isinstance(result, (tuple, list)) else (result,)) if isinstance(t, torch.Tensor)]
-
-
-def _as64(t):
-    return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-
-
-def _fmt_params(p: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in p.items())
-
-
-def _progress(total: int, desc: str):
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, leave=False)
 
 
 __all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "Check", "Stopped", "Calibration", "harness_seconds",

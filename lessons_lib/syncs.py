@@ -28,66 +28,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# --- which operations make the host wait ----------------------------------------------------
+from .sync_table import _KERNEL_WHY, _SYNC_OPS, BLIND_SPOTS, CUDA_KERNEL_SYNCS  # noqa: F401  (re-exported)
 
-# aten ops that read a device value on the host, or whose output size depends on the data (the
-# host must learn the size before it can allocate): on a GPU each one waits for the stream.
-_SYNC_OPS = {
-    "_local_scalar_dense": "reads a value on the host (.item(), float(t), if t:, print(t))",
-    "is_nonzero": "reads a value on the host (if t:, bool(t))",
-    "nonzero": "output size depends on the data",
-    "masked_select": "output size depends on the data",
-    "unique_dim": "output size depends on the data",
-    "_unique2": "output size depends on the data",
-    "unique_consecutive": "output size depends on the data",
-}
-
-# The detector sees what passes through the dispatcher. Some ops read a device value on the host
-# *inside* their CUDA implementation (ATen calls .item() / .cpu() / memcpy_and_sync below the
-# dispatcher), so on a GPU the read itself is invisible. These are flagged by name on ANY device
-# ("syncs on CUDA"), from ATen's source. op -> (where ATen reads on the host, when, checked in).
-# "src": ATen revisions in the course's source index (main-branch snapshots, not release tags);
-# "2.13": the installed 2.13.0's device-generic code, the host read seen by torch.profiler on CPU.
-CUDA_KERNEL_SYNCS = {
-    "bincount": ("cuda/SummaryOps.cu, _bincount_cuda_template: self.min() via .cpu(), self.max().item() size "
-                 "the output", "always", "src"),
-    "histc": ("cuda/SummaryOps.cu, _histc_cuda_template: self.min()/.max() via .cpu()",
-              "when min == max (the default range 0, 0)", "src; 2.13 (CPU reads too)"),
-    "equal": ("cuda/Equal.cpp, cuda_equal: eq(a, b).all().item()", "always (it returns a Python bool)", "src"),
-    "allclose": ("TensorCompare.cpp, allclose: isclose(...).all().item()", "always (it returns a Python bool)",
-                 "2.13"),
-    "_linalg_check_errors": ("BatchLinearAlgebra.cpp, _linalg_check_errors: reads `info` on the host",
-                             "linalg.inv/cholesky/solve...; the *_ex variants skip it", "2.13"),
-    "nonzero": ("cuda/Nonzero.cu, nonzero_cuda_out_impl: at::cuda::memcpy_and_sync of the count",
-                "always; nonzero_static does not", "src"),
-    "repeat_interleave": ("Repeat.h, repeat_interleave_common: cumsum[-1].item() and a repeats >= 0 check",
-                          "without output_size=", "src; 2.13"),
-    "one_hot": ("Onehot.cpp, one_hot: self.max().item()", "without num_classes (with it, CUDA relies on "
-                "scatter's device asserts; the two reads a CPU run shows are CPU-only checks)", "src; 2.13"),
-    "index_put_ (bool mask)": ("IndexingUtils.h, expandTensors: nonzero() of the mask", "unless ATen makes it "
-                               "masked_fill_: one mask, a one-element CPU value, no accumulate (TensorAdvancedIndexing"
-                               ".cpp, _index_put_impl_), as for `x[mask] = 0`", "src; 2.13; 2.14.1"),
-    "masked_fill (CUDA 0-dim value)": ("cuda/Indexing.cu, masked_fill__cuda(Tensor value): value.item()",
-                                       "when the value tensor is on the GPU (a CPU one is read for free)", "src"),
-}
-# `x[mask] = scalar`, version by version: releases before 2.15 (2.13.0 and 2.14.1 run here, with torch.profiler
-# showing masked_fill_ and no nonzero) dispatch index_put_ with a one-element CPU value (on a CUDA
-# tensor THPVariable_setitem makes the value on the CPU), which _index_put_impl_ turns into masked_fill_ (no
-# nonzero: present in every ATen revision read, c10::optional and std::optional eras alike); 2.15 dispatches
-# masked_fill_ itself (commit aa78586, CI's newest leg). No sync on any of them; a GPU 0-dim value does sync.
-# Checked and found NOT to read on the host (the catalogue's false alarms that must come out clean):
-# bucketize/searchsorted (cuda/Bucketization.cu: one kernel), nonzero_static (Nonzero.cu: fill value,
-# no copy back), multinomial (Distributions.cpp, multinomial_out: _assert_async on 2.13 and 2.14.1; older
-# releases read its validity checks with .item()), masked_fill with a CPU scalar, topk, index_select.
-_KERNEL_WHY = {op: f"syncs on CUDA: {src.split(':')[0]} reads a device value on the host ({when})"
-               for op, (src, when, _checked) in CUDA_KERNEL_SYNCS.items()}
-BLIND_SPOTS = (
-    "it watches PyTorch's dispatcher on the device it runs on: host reads inside a CUDA kernel are flagged "
-    "from ATen's source (syncs.CUDA_KERNEL_SYNCS), not observed",
-    "on a CPU run it cannot tell which tensors will live on the GPU: masked_fill / x[mask] = v with a GPU "
-    "0-dim value syncs, with a CPU one it does not",
-    "C++ extensions, custom kernels and other libraries' syncs are not seen",
-)
 _HOST_METHODS = {"cpu": "copies to the host", "tolist": "copies to the host", "numpy": "copies to the host",
                  "item": "reads a value on the host"}
 # Only `syncs` (not `host_syncs`) wraps printing: print(t) is then one entry, not one per value.

@@ -27,7 +27,7 @@ What the figures are, and are not:
   convolutions while `torch.backends.cudnn.allow_tf32` is on (its default), are marked
   `Op.tf32`: on a GPU with TF32 tensor cores they run at the TF32 rate.
 
-`kernels` asks the profiler which GPU kernels launched (CUDA only).
+`kernels` asks the profiler which GPU kernels launched (CUDA only; kernels.py, re-exported here).
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .display import text_table
+from .kernels import kernels, profiler_sees_cuda  # noqa: F401  (re-exported: trace.kernels is their old home)
 
 # Ops that return a view although their schema does not say so.
 _UNDECLARED_VIEWS = {"_unsafe_view", "_reshape_alias", "alias", "lift_fresh"}
@@ -417,31 +418,3 @@ def on_meta(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         torch.empty_like(t, device="meta").requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
         for t in tensors
     )
-
-
-def profiler_sees_cuda() -> bool:
-    """Whether this torch's profiler can record GPU kernels (a CPU-only build cannot)."""
-    from torch.profiler import ProfilerActivity, supported_activities
-
-    return ProfilerActivity.CUDA in supported_activities()
-
-
-def kernels(fn, *args, warmup: int = 1, **kwargs) -> list[str] | None:
-    """Names of the GPU kernels one call of `fn` launches, or None when not on CUDA or when the
-    profiler cannot see CUDA (`profiler_sees_cuda`).
-
-    Warm-up runs first so that one-time work (cuBLAS handles, autotuning) is not counted.
-    """
-    tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-    if not tensors or tensors[0].device.type != "cuda" or not profiler_sees_cuda():
-        return None
-    from torch.profiler import ProfilerActivity, profile
-
-    for _ in range(warmup):
-        fn(*args, **kwargs)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(*args, **kwargs)
-        torch.cuda.synchronize()
-    # Every event the profiler puts on the GPU timeline: kernels, memcpys and memsets.
-    return [evt.name for evt in prof.events() if str(getattr(evt, "device_type", "")).endswith("CUDA")]

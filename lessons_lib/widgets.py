@@ -28,6 +28,7 @@ from .device import describe, pick
 from .display import text_table
 from .explorer_ui import THIS_MACHINE, ExplorerUI, slider_values  # noqa: F401  (re-exported: public names)
 from .lesson import Lesson, check_dtype, crossover
+from .posted_figures import _posted_figure, _shape_str, _wrap  # noqa: F401  (re-exported)
 from .timing import Timing, fmt_time
 
 RUN_BUDGET = 30.0  # seconds a Run may be predicted to take before the explorer refuses it
@@ -342,49 +343,6 @@ class Explorer(ExplorerUI):
         return fig
 
 
-def _posted_figure(sec: dict, unit: str | None, params: dict | None, tag: str):
-    """A thread's figure that is not per-call timings, in its own units; None for a shape we do not know.
-
-    {"tables": {source: {"values", <quantity>}}, "param", "quantity"}: the quantity against the
-        parameter, one line per source (each with its own x values);
-    {"totals_s": {name: s}, "quantity"}: one bar each, in seconds as posted;
-    {"runs": [{"<name>_s": s, <shape>...}]}: each run's seconds as posted, labelled with its shape;
-    {label: number} (with "<key>_unit" beside it, say "bytes"): one bar each.
-    The shape is "<key>_params" beside it, or the section's "params"."""
-    params = params or sec.get("params")
-    shape = "shape: " + (_shape_str(params) if isinstance(params, dict) else
-                         "as posted; the thread does not state all of it")
-    title = f"{tag}\n{shape}"
-    if isinstance(sec.get("tables"), dict):
-        curves = {}
-        for name, t in sec["tables"].items():
-            ys = next((v for k, v in t.items() if k != "values" and isinstance(v, list)), None)
-            if ys is not None and isinstance(t.get("values"), list):
-                curves[name] = (t["values"], ys)
-        ylabel = sec.get("quantity", "as posted")
-        return plots.curves(curves, xlabel=sec.get("param", ""), ylabel=_wrap(ylabel, 40), title=title) if curves else None
-    if isinstance(sec.get("totals_s"), dict):
-        return plots.quantity_bars(sec["totals_s"], "total seconds, as posted (s; not per call)", title=title)
-    if isinstance(sec.get("runs"), list):
-        bars = {}
-        for r in sec["runs"]:
-            label = ", ".join(f"{k} {v}" for k, v in r.items() if not k.endswith("_s"))
-            bars.update({f"{k[:-2]} ({label})": v for k, v in r.items() if k.endswith("_s")})
-        return plots.quantity_bars(bars, "total seconds, as posted (s; not per call)", title=title) if bars else None
-    numbers = {k: v for k, v in sec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    if numbers and len(numbers) == len(sec):
-        if unit == "bytes":
-            return plots.quantity_bars({k: v / 2**20 for k, v in numbers.items()}, "MiB, as posted", title=title)
-        return plots.quantity_bars(numbers, f"as posted ({unit})" if unit else "as posted", title=title)
-    return None
-
-
-def _wrap(text: str, width: int) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width))
-
-
 def _dtype(name) -> torch.dtype:
     return check_dtype(name)
 
@@ -394,9 +352,6 @@ def _check_budget_value(x, name: str) -> float:
         raise ValueError(f"{name} must be a positive number of seconds, got {x!r}.")
     return float(x)
 
-
-def _shape_str(params: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in params.items())
 
 
 def _crossover(lesson: Lesson, values: list[int], meds: dict[str, list[float]]) -> int | None:

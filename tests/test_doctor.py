@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lessons_lib import doctor
+from lessons_lib import doctor, doctor_probes
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
@@ -253,7 +253,7 @@ needs_simgpu = pytest.mark.skipif(SIMULATED is None, reason="run under -p tests.
 
 @needs_simgpu
 def test_simulated_gpu_is_described_by_the_real_probe(monkeypatch):
-    monkeypatch.setattr(doctor, "_nvidia_smi_processes", lambda: None)
+    monkeypatch.setattr(doctor_probes, "_nvidia_smi_processes", lambda: None)
     gpu, alone = doctor.check_gpu(colab=False)
     assert gpu.status == doctor.OK and ("T4" in gpu.detail or "H100" in gpu.detail)
     assert ("bf16 in hardware" in gpu.detail) == (SIMULATED == "h100")
@@ -264,10 +264,10 @@ def test_simulated_gpu_is_described_by_the_real_probe(monkeypatch):
 def test_simulated_gpu_shared_with_another_tenant_warns(monkeypatch):
     free, total = torch.cuda.mem_get_info(0)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free - 5 * GIB, total))
-    monkeypatch.setattr(doctor, "_nvidia_smi_processes", lambda: None)  # a container sees no other process
+    monkeypatch.setattr(doctor_probes, "_nvidia_smi_processes", lambda: None)  # a container sees no other process
     busy = doctor.check_gpu(colab=False)[1]
     assert busy.status == doctor.WARN and "5.0 GiB" in busy.detail
-    monkeypatch.setattr(doctor, "_nvidia_smi_processes", lambda: [(1, 5120), (99999999, 10)])
+    monkeypatch.setattr(doctor_probes, "_nvidia_smi_processes", lambda: [(1, 5120), (99999999, 10)])
     busy = doctor.check_gpu(colab=False)[1]
     assert busy.status == doctor.WARN and "2 other process(es)" in busy.detail
 

@@ -1,0 +1,433 @@
+"""graph_check: what in a function CUDA graph capture would refuse or freeze, seen on any device.
+
+A CUDA graph records the kernels one call launches and replays them with one launch. It records
+kernels, not Python: whatever the host did during capture (read a value, pick a branch, copy
+from host memory, use a Python number) is either refused during capture or frozen into every
+replay. `graph_check(fn, *example_inputs)` runs `fn` once on any device (CPU and `meta` included),
+watching at PyTorch's dispatcher and a few Python entry points, and lists what it sees:
+
+- host syncs (`.item()`, `.cpu()`, `.tolist()`, `print(t)`, `if t:`, ops that read on the host
+  inside ATen, syncs.CUDA_KERNEL_SYNCS) and ops whose output size depends on the data (`nonzero`,
+  `x[mask]`, `unique`, `masked_select`): capture refuses them ("operation not permitted when stream
+  is capturing");
+- copies from host memory inside the function: `torch.tensor(data, device=...)`, and a tensor made on
+  the host (a factory without `device=`) then moved with `.to(device)` / `.cuda()` (a blocking
+  pageable copy: a sync); `torch.cuda.synchronize()`;
+- frozen values: a 0-dim host tensor meeting device tensors (CUDA passes it to the kernel by value:
+  `x * torch.tensor(2.0)` captures, with 2.0 baked in), Python numbers among the arguments,
+  optimizers' float learning rates, numbers from Python's `random`, and another call's other path
+  (`also=`); all capture, and replays keep what capture saw;
+- shape changes between calls (`also=`), and optimizers with a `capturable` option built without it.
+
+What it cannot see is printed with every verdict (`BLIND_SPOTS`): it runs on a CPU, not under CUDA.
+
+Facts relied on: the optimizer check mirrors `_cuda_graph_capture_health_check` in
+torch/optim/optimizer.py; CUDA's "CPU scalar" kernel arguments: TensorIterator's `is_cpu_scalar`
+(a 0-dim CPU operand of a CUDA op is read on the host and passed by value).
+Split from graphs.py (issue 21), which re-exports every name here.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import traceback
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .grading import TimeLimit
+from .syncs import _becomes_masked_fill, host_syncs
+
+
+FAILS, FROZEN, CLEAN = "fails", "frozen", "no hazard seen"
+# What each kind of hazard does under capture, and what to do instead.
+KINDS = {
+    "host sync": (FAILS, "the host waits for the GPU: capture refuses it",
+                  "log outside the captured region, or keep the value on the device"),
+    "data-dependent shape": (FAILS, "the output size depends on the data, so the host must wait to learn it",
+                             "keep shapes fixed: torch.where / masked_fill / multiply by the mask"),
+    "mask to indices": (FAILS, "a boolean mask is turned into indices (nonzero): the host waits to learn how many",
+                        "multiply by the mask, or use torch.where / masked_fill (x[mask] = scalar is fine)"),
+    "host↔device copy": (FAILS, "a copy between host memory and the device inside the function (a blocking "
+                         "copy is a sync)", "make such tensors once, outside, on the device (or with device=); pass them in"),
+    "device sync": (FAILS, "a synchronize inside the captured region: capture refuses it",
+                    "synchronize outside the captured region"),
+    "optimizer": (FAILS, "this optimizer's step reads its step count on the host unless built with capturable=True",
+                  "build it with capturable=True (and a tensor learning rate if a scheduler changes it)"),
+    "shape change": (FAILS, "a graph has static shapes: a replay cannot take another shape",
+                     "pad to a few fixed shapes, one graph each (reduce-overhead records one per shape)"),
+    "control flow": (FROZEN, "another call took another path: a graph replays the path seen at capture",
+                     "make the branch a tensor op (torch.where), or capture one graph per path"),
+    "frozen Python value": (FROZEN, "a Python number is baked into the graph: replays keep the value seen at capture",
+                            "pass a 0-dim device tensor and copy_ new values into it"),
+    "frozen host tensor": (FROZEN, "a 0-dim host tensor meets device tensors: CUDA passes its value to the kernel "
+                           "at launch, so the graph keeps the value seen at capture (harmless for a constant)",
+                           "make it on the device (device=x.device) and copy_ new values into it"),
+}
+# aten ops whose output size depends on the data (syncs.py counts them as host syncs).
+_SHAPE_OPS = ("nonzero", "masked_select", "unique", "repeat_interleave", "aten.index (bool mask)")
+_HERE = (Path(__file__).name, "syncs.py")
+# Printed with every verdict: what a dispatch-level run on this machine cannot see.
+BLIND_SPOTS = (
+    "it runs the function on {device}, at PyTorch's dispatcher, not under CUDA: what capture refuses or "
+    "freezes is inferred from PyTorch's rules and ATen's source",
+    "on a CPU run it cannot tell whether 0-dim tensor arguments and tensors from outside the function (globals, "
+    "module buffers, a CPU learning-rate tensor) will live on the host (frozen into the graph) or on the GPU: "
+    "check with those on the CPU and the other inputs on `meta`",
+    "Python values read from globals, closures or attributes are frozen without a trace (only arguments, "
+    "optimizer lrs and Python's `random` are watched; numpy's random and factories imported by name are not)",
+    "host reads inside CUDA kernels are known from syncs.CUDA_KERNEL_SYNCS; custom kernels, C++ extensions and "
+    "other libraries are not seen; nor is memory (a graph's private pool, outputs overwritten by the next replay)",
+)
+# torch factories watched at the Python level: without device= they make a tensor in host memory.
+_FACTORIES = ("tensor", "randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
+              "linspace", "eye")
+_RANDOM = ("random", "uniform", "randint", "randrange", "gauss", "normalvariate", "choice")
+
+
+@dataclass(frozen=True)
+class Hazard:
+    kind: str  # a key of KINDS
+    what: str  # the op, method or value
+    where: str  # the user's line of code
+    detail: str = ""
+
+    @property
+    def effect(self) -> str:
+        return KINDS[self.kind][0]
+
+    @property
+    def why(self) -> str:
+        return KINDS[self.kind][1] + (f" ({self.detail})" if self.detail else "")
+
+    @property
+    def fix(self) -> str:
+        return KINDS[self.kind][2]
+
+    def __str__(self) -> str:
+        mark = "✗" if self.effect == FAILS else "⚠"  # frozen: captures, replays keep what capture saw
+        return f"{mark} {self.kind}: {self.what} — {self.why}  [{self.where}]"
+
+
+@dataclass
+class GraphReport:
+    """What `graph_check` found: hazards in the order they happened, and whether `fn` ran to the end."""
+
+    hazards: list[Hazard] = field(default_factory=list)
+    ops: int = 0  # aten ops dispatched (first call)
+    error: str = ""  # what `fn` raised, if it did not run to the end (on meta, `.item()` raises)
+    device: str = "cpu"  # where the function ran
+
+    @property
+    def kinds(self) -> list[str]:
+        return list(dict.fromkeys(h.kind for h in self.hazards))
+
+    @property
+    def verdict(self) -> str:
+        """"fails" (capture raises or a replay cannot run), "frozen" (captures; replays keep values or a
+        path seen at capture) or "no hazard seen" (which is not "safe": see `blind_spots`)."""
+        effects = {h.effect for h in self.hazards}
+        return FAILS if FAILS in effects else FROZEN if FROZEN in effects else CLEAN
+
+    @property
+    def safe(self) -> bool:
+        """No hazard seen and the function ran to the end (the exercise's bar; not a proof)."""
+        return not self.hazards and not self.error
+
+    def blind_spots(self) -> list[str]:
+        return [b.format(device=self.device) for b in BLIND_SPOTS]
+
+    def summary(self) -> str:
+        head = {CLEAN: "✓ no hazard seen (no host syncs, host copies, frozen values or shape changes in this run)",
+                FAILS: "✗ capture would fail (or a replay could not run)",
+                FROZEN: "⚠ capture would succeed, but replays keep values or a path seen at capture"}[self.verdict]
+        if self.error:
+            head += f"\n  (the function stopped early: {self.error}; hazards after that line are not seen)"
+        return head + "\n  what graph_check cannot see:\n" + "\n".join(f"  - {b}" for b in self.blind_spots())
+
+    def table(self) -> str:
+        head, _sep, blind = self.summary().partition("\n  what graph_check cannot see:")
+        lines = [head]
+        for h in self.hazards:
+            lines.append(f"  {h}")
+            lines.append(f"      fix: {h.fix}")
+        return "\n".join(lines) + "\n  what graph_check cannot see:" + blind
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return self.table()
+
+    def __bool__(self) -> bool:
+        return self.safe
+
+
+def _user_line() -> str:
+    """The innermost frame outside torch and this toolkit: the user's line, as its source text."""
+    for frame in reversed(traceback.extract_stack()):
+        f = frame.filename.replace("\\", "/")
+        if "/torch/" in f or "<frozen" in f or f.endswith(_HERE) or f.endswith("contextlib.py"):
+            continue
+        return (frame.line or "").split("  #")[0].strip() or f"line {frame.lineno}"
+    return "?"
+
+
+class _Watch(TorchDispatchMode):
+    """Copies across devices, host tensors meeting device tensors, and the op sequence (name, shapes).
+
+    "Host-made" tensors are those the function makes with a torch factory without `device=` (marked by
+    `_watch_python`), and what is computed from them alone: on a GPU they live in host memory whatever
+    device this run uses, so on a CPU run they are told apart from the inputs this way."""
+
+    def __init__(self, hazards: list[Hazard]):
+        super().__init__()
+        self.hazards = hazards
+        self.ops: list[tuple] = []
+        self.in_optimizer = False  # an optimizer's first step makes its state from Python data: not a hazard
+        self.host: dict[int, tuple] = {}  # id -> (weakref, origin, line of code)
+        self.reported: set = set()
+
+    def mark_host(self, t: torch.Tensor, origin: str, where: str) -> None:
+        self.host[id(t)] = (weakref.ref(t), origin, where)
+
+    def host_origin(self, t) -> tuple | None:
+        entry = self.host.get(id(t)) if isinstance(t, torch.Tensor) else None
+        return entry[1:] if entry and entry[0]() is t else None
+
+    def unmark(self, t) -> None:
+        self.host.pop(id(t), None)
+
+    def add(self, kind: str, what: str, where: str, detail: str = "", key=None) -> None:
+        key = key if key is not None else (kind, what, where)
+        if key not in self.reported:
+            self.reported.add(key)
+            self.hazards.append(Hazard(kind, what, where, detail))
+
+    def _host_meets_device(self, name: str, args, kwargs) -> None:
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        host = [(t, self.host_origin(t)) for t in tensors if self.host_origin(t)]
+        device = [t for t in tensors if not self.host_origin(t)]
+        if host and device:  # a tensor made on the host inside the function meets the inputs' tensors
+            t, (origin, where) = host[0]
+            if t.dim() == 0:
+                self.add("frozen host tensor", f"{origin} used by aten.{name}", where, key=("frozen", origin, where))
+            else:
+                self.add("host↔device copy", f"{origin}, {tuple(t.shape)}, used by aten.{name}", where,
+                         "made in host memory: on a GPU it must be copied to the device at every call "
+                         "(or the op raises: tensors on different devices)", key=("host", origin, where))
+            return
+        on_device = [t for t in tensors if t.device.type not in ("cpu",)]
+        scalars = [t for t in tensors if t.device.type == "cpu" and t.dim() == 0]
+        if on_device and scalars and not (name.startswith("index_put") and _becomes_masked_fill(args, kwargs)):
+            self.add("frozen host tensor", f"a 0-dim CPU tensor used by aten.{name}", _user_line())
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name in ("_to_copy", "copy_") and args and isinstance(args[0], torch.Tensor):
+            src = args[1] if name == "copy_" and len(args) > 1 else args[0]
+            dst = args[0].device if name == "copy_" else kwargs.get("device") or args[0].device
+            if isinstance(src, torch.Tensor) and src.device.type != torch.device(dst).type:
+                origin = self.host_origin(src)
+                self.add("host↔device copy", f"aten.{name}", _user_line(), f"{src.device.type} → {torch.device(dst).type}",
+                         key=("host", *origin) if origin else None)
+        elif name not in ("lift_fresh", "lift_fresh_copy") and not self.in_optimizer:
+            self._host_meets_device(name, args, kwargs)
+        out = func(*args, **kwargs)
+        ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if ins and all(self.host_origin(t) for t in ins):  # computed from host tensors alone: still on the host
+            origin, where = self.host_origin(ins[0])
+            for t in _tensors(out):
+                self.mark_host(t, origin, where)
+        self.ops.append((name, tuple(tuple(t.shape) for t in _tensors(out))))
+        return out
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for t in x if isinstance(t, torch.Tensor)]
+    return []
+
+
+def _moves_to_device(args, kwargs) -> bool:
+    """Tensor.to(...) arguments that name a device (a device, a string, or a tensor to follow)."""
+    for a in (*args, kwargs.get("device"), kwargs.get("other")):
+        if isinstance(a, (torch.device, torch.Tensor)) or (isinstance(a, str)) or isinstance(a, int) and \
+                not isinstance(a, bool):
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def _watch_python(watch: _Watch):
+    """For the duration: torch factories (a tensor made in host memory when no device= is given;
+    torch.tensor(data, device=...) is a copy from host memory), Tensor.to / .cuda of such a tensor
+    (a pageable host→device copy on a GPU, a no-op on a CPU run), and Python's `random`."""
+    import random
+
+    def factory(name, original):
+        def make(*a, **k):
+            out = original(*a, **k)
+            if isinstance(out, torch.Tensor) and not watch.in_optimizer:
+                where = _user_line()
+                if k.get("device") is not None and name == "tensor":
+                    watch.add("host↔device copy", f"torch.tensor(..., device={k['device']!s})", where,
+                              "Python data is copied from host memory at every call (a blocking copy on a GPU)")
+                elif k.get("device") is None and _default_device_is_cpu():
+                    watch.mark_host(out, f"torch.{name}(...) without device=", where)
+            return out
+        return make
+
+    def move(name, original):
+        def to(self, *a, **k):
+            origin = watch.host_origin(self)
+            out = original(self, *a, **k)
+            if origin and (name == "cuda" or _moves_to_device(a, k)) and not watch.in_optimizer:
+                watch.add("host↔device copy", f"{origin[0]} then .{name}(device)", _user_line(),
+                          "made in host memory, then copied: on a GPU a pageable host→device copy at every call "
+                          "(on a CPU run a no-op); make it with device=", key=("host", *origin))
+                watch.unmark(self)
+                watch.unmark(out)
+            return out
+        return to
+
+    def drawn(name, original):
+        def draw(*a, **k):
+            watch.add("frozen Python value", f"random.{name}() = {original(*a, **k)!r:.12}", _user_line(),
+                      "drawn on the host at capture: every replay uses that number", key=("random", name, _user_line()))
+            return original(*a, **k)
+        return draw
+
+    def shown(name, original):
+        def show(self, *a, **k):  # on meta, printing reads no values (so no .item() to see): a GPU's would
+            if self.device.type == "meta":
+                watch.add("host sync", "Tensor.__repr__() (print)", _user_line(),
+                          "printing a GPU tensor copies its values to the host")
+            return original(self, *a, **k)
+        return show
+
+    saved = [(torch, n, getattr(torch, n)) for n in _FACTORIES if hasattr(torch, n)]
+    saved += [(torch.Tensor, n, getattr(torch.Tensor, n)) for n in ("to", "cuda", "__repr__")]
+    saved += [(random, n, getattr(random, n)) for n in _RANDOM]
+    try:
+        for owner, n, original in saved:
+            wrap = factory if owner is torch else (shown if n == "__repr__" else move) if owner is torch.Tensor \
+                else drawn
+            setattr(owner, n, wrap(n, original))
+        yield
+    finally:
+        for owner, n, original in saved:
+            setattr(owner, n, original)
+
+
+def _default_device_is_cpu() -> bool:
+    get = getattr(torch, "get_default_device", None)
+    return get is None or torch.device(get()).type == "cpu"
+
+
+@contextlib.contextmanager
+def _watch_syncs_and_optimizers(hazards: list[Hazard], watch: _Watch):
+    """Record device synchronizes (without running them) and optimizer steps, for the duration."""
+    from torch.optim import optimizer as optim
+
+    def before_step(opt, _args, _kwargs):
+        watch.in_optimizer = True
+        where = _user_line()
+        name = type(opt).__name__
+        if "capturable" in opt.defaults and not all(g.get("capturable") for g in opt.param_groups):
+            hazards.append(Hazard("optimizer", f"{name}.step() built with capturable=False", where))
+        lr = opt.param_groups[0].get("lr") if opt.param_groups else None
+        params = [p for g in opt.param_groups for p in g["params"]]
+        if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+            hazards.append(Hazard("frozen Python value", f"{name} lr={lr:g} (a Python float)", where,
+                                  "a scheduler's later changes would not reach replays"))
+        elif isinstance(lr, torch.Tensor) and lr.device.type == "cpu" and params and params[0].device.type != "cpu":
+            hazards.append(Hazard("frozen host tensor", f"{name} lr, a CPU tensor", where,
+                                  "a scheduler's later changes would not reach replays"))
+
+    def after_step(_opt, _args, _kwargs):
+        watch.in_optimizer = False
+
+    def fake_sync(*_a, **_k):
+        hazards.append(Hazard("device sync", "torch.cuda.synchronize()", _user_line()))
+
+    handles = [optim.register_optimizer_step_pre_hook(before_step), optim.register_optimizer_step_post_hook(after_step)]
+    saved = [(mod, mod.synchronize) for mod in (torch.cuda, getattr(torch, "accelerator", None))
+             if mod is not None and hasattr(mod, "synchronize")]
+    try:
+        for mod, _old in saved:
+            mod.synchronize = fake_sync
+        yield
+    finally:
+        for mod, old in saved:
+            mod.synchronize = old
+        for h in handles:
+            h.remove()
+        watch.in_optimizer = False
+
+
+def _signature(args) -> list:
+    return [(tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else type(a).__name__ for a in args]
+
+
+def _one_call(fn, args, kwargs) -> tuple[list[Hazard], list[tuple], str]:
+    """Run `fn` once, watched: host syncs (syncs.host_syncs, innermost, so it names the user's line),
+    and around it copies, device syncs and optimizer steps. Keeps what was seen if `fn` raises."""
+    hazards: list[Hazard] = []
+    watch = _Watch(hazards)
+    error = [""]
+
+    def run():
+        try:
+            fn(*args, **kwargs)
+        except TimeLimit:  # a checker's time limit: the caller turns it into a verdict line
+            raise
+        except Exception as err:  # keep what was seen up to here (on meta, .item() raises)
+            error[0] = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}"
+
+    with _watch_syncs_and_optimizers(hazards, watch), _watch_python(watch), watch, \
+            contextlib.redirect_stdout(io.StringIO()):
+        found = host_syncs(run)  # what the function prints is not shown: it is checked, not run for output
+    for s in found:
+        kind = "data-dependent shape" if any(k in s.what for k in _SHAPE_OPS) else \
+            "mask to indices" if "(bool mask)" in s.what else "host sync"
+        detail = s.why.split("; ")[-1] if "syncs on CUDA" in s.why and kind == "host sync" else ""
+        hazards.append(Hazard(kind, s.what, s.where, detail))
+    return hazards, watch.ops, error[0]
+
+
+def graph_check(fn, *example_inputs, also=(), **kwargs) -> GraphReport:
+    """Everything in `fn(*example_inputs)` that would break or silently change under CUDA graph capture.
+
+    Runs `fn` once on the inputs as given (CPU, meta or a GPU; nothing is captured), then once on
+    each argument tuple in `also` (other calls the program will make): a different input shape is
+    a shape change, a different op sequence at the same shapes is control flow a graph would freeze.
+    Each hazard carries the user's line of code, what it does under capture and the fix.
+    """
+    tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
+    report = GraphReport(device=tensors[0].device.type if tensors else "cpu")
+    for i, a in enumerate(example_inputs):
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            report.hazards.append(Hazard("frozen Python value", f"argument {i} = {a!r}", "the call's arguments"))
+    hazards, ops, report.error = _one_call(fn, example_inputs, kwargs)
+    report.hazards += hazards
+    report.ops = len(ops)
+    for other in also:
+        other = tuple(other) if isinstance(other, (tuple, list)) else (other,)
+        if _signature(other) != _signature(example_inputs):
+            report.hazards.append(Hazard("shape change", f"{_signature(example_inputs)} then {_signature(other)}",
+                                         "the call's arguments"))
+            continue
+        _h, other_ops, _e = _one_call(fn, other, kwargs)
+        if other_ops != ops:
+            first = next((i for i, (a, b) in enumerate(zip(ops, other_ops)) if a != b), min(len(ops), len(other_ops)))
+            report.hazards.append(Hazard("control flow", f"{len(ops)} ops, then {len(other_ops)} ops",
+                                         "the call's arguments", f"they differ from op {first}"))
+    return report

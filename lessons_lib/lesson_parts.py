@@ -1,0 +1,133 @@
+"""The pieces a `Lesson` is built from, and the checks on what a reader passes in.
+
+`Param` (a shape parameter), `Variant` (one implementation), `Check` (one correctness row),
+`Stopped`; `check_device` / `check_dtype` (a sentence instead of a traceback), and the small
+helpers `lesson.py` runs variants with. Split from lesson.py (issue 21); lesson.py re-exports them.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import torch
+
+from . import timing
+from .device import has_cuda, pick
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# Relative tolerance against the float64 reference, scaled by sqrt(reduction length).
+_RTOL = {torch.float32: 2e-6, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+@dataclass
+class Param:
+    name: str
+    label: str
+    cpu: int  # default on a CPU: small enough to time in about a second
+    gpu: int  # default on a GPU: the forum thread's shape
+    lo: int
+    hi: int
+
+    def default(self, device: torch.device) -> int:
+        return self.gpu if device.type == "cuda" else self.cpu
+
+
+class Stopped(Exception):
+    """A run or sweep was stopped by its `stop` callback (the explorer's Stop button)."""
+
+
+class Check(NamedTuple):
+    """One row of `Lesson.check_correct`: a variant at one shape against the float64 reference."""
+
+    variant: str
+    params: dict
+    error: float  # worst relative error over every tensor the call returns (inf for NaN, inf or a wrong shape)
+    tol: float
+    ok: bool
+
+
+@dataclass
+class Variant:
+    name: str
+    fn: Callable[..., torch.Tensor]
+    note: str = ""
+    # prepare(fn, *inputs) -> the callable to time. Runs outside the clock (compile, graph capture);
+    # Lesson.run reports its cost separately, in Run.prepare_seconds.
+    prepare: Callable[..., Callable] | None = None
+
+    def source(self) -> str:
+        return inspect.getsource(self.fn)
+
+
+def check_device(device) -> torch.device:
+    """A device the course can run on: "cpu", or "cuda" where CUDA is available. Anything else
+    (meta, mps, a typo) gets a sentence, before anything runs."""
+    if device is None:
+        return pick(None)
+    if not isinstance(device, (str, torch.device)):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}.")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"Unknown device {device!r}: use 'cpu' or 'cuda'.") from None
+    if dev.type == "cuda" and not has_cuda():
+        raise ValueError("device='cuda' but no CUDA GPU is available here: use 'cpu' (or a GPU runtime on Colab).")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"The course times and checks on 'cpu' or 'cuda', not {dev.type!r} "
+                         "(op traces on 'meta' go through Lesson.traces).")
+    return dev
+
+
+def check_dtype(dtype) -> torch.dtype:
+    """float32, float16 or bfloat16, as a torch.dtype or its name; anything else gets a sentence."""
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    raise ValueError(f"dtype must be one of {list(DTYPES)} (a name or a torch dtype), got {dtype!r}.")
+
+
+def _check_positive(x, name: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {x!r}.")
+    return float(x)
+
+
+def _max_time_kw(max_time):
+    """Pass `max_time` to timing.measure only where the harness has it."""
+    if max_time is None or "max_time" not in inspect.signature(timing.measure).parameters:
+        return {}
+    return {"max_time": max_time}
+
+
+def _tf32_allowed() -> bool:
+    return bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)) or \
+        torch.get_float32_matmul_precision() != "highest"
+
+
+def _fresh(inputs):
+    """A copy of each input tensor (keeping requires_grad), so in-place writes stay with one variant."""
+    return tuple(t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+                 for t in inputs)
+
+
+def _flat(result) -> list[torch.Tensor]:
+    return [t for t in (result if isinstance(result, (tuple, list)) else (result,)) if isinstance(t, torch.Tensor)]
+
+
+def _as64(t):
+    return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+
+
+def _fmt_params(p: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in p.items())
+
+
+def _progress(total: int, desc: str):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, leave=False)
