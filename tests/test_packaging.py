@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import lessons_lib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,3 +68,14 @@ def test_readme_gives_the_cpu_install_before_command_1_and_ends_command_1_in_the
     assert commands[1] == "pip install -r requirements.txt && python -m lessons_lib.workspace"
     assert commands[2] == 'pip install -e ".[test]" && python -m pytest'
     assert "--allow-root" in readme and "root" in readme[readme.index("--allow-root") - 300:]
+
+
+# --- moved from test_toolkit.py ------------------------------------------------------------------
+def test_an_old_torch_gets_a_clear_message(monkeypatch):
+    import sys
+
+    import lessons_lib
+
+    monkeypatch.setitem(sys.modules, "torch.utils._python_dispatch", None)  # as if torch lacked it
+    with pytest.raises(ImportError, match="needs PyTorch 2.9 or newer"):
+        lessons_lib._check_torch()

@@ -94,3 +94,13 @@ def test_winner_map_colours_each_cell_by_its_winner_and_lists_only_winners():
     assert [t.get_text() for t in ax.texts] == list("abcdef")
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("size", "groups")
     plt.close(fig)
+
+
+# --- moved from test_toolkit.py ------------------------------------------------------------------
+# --- plots and grading ------------------------------------------------------------------------
+def test_plots_label_their_axes():
+    t = [timing.Timing("a", 2e-3, 1e-4, [2e-3, 2.1e-3], 1, "m", "cpu")]
+    for fig in (plots.bars(t, {"a": 1e-3}), plots.samples(t), plots.machines({"cpu": {"a": 1e-3}, "gpu": {"a": 1e-5}})):
+        ax = fig.axes[0]
+        assert "(" in (ax.get_xlabel() + ax.get_ylabel())  # a unit in parentheses
+        plt.close(fig)

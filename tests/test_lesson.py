@@ -11,7 +11,7 @@ import torch.utils.benchmark as tbench
 
 from lessons_lib import device, grading, roofline, timing
 from lessons_lib.lesson import (CALIBRATION_CALL, Calibration, Lesson, Param, Stopped, Variant, _schedule,
-                                harness_seconds)
+                                crossover, harness_seconds)
 
 
 def _toy(**kw):
@@ -284,3 +284,39 @@ def test_oom_guard_frees_the_failed_steps_tensors():
             step()
     assert refs[0]() is None, "the OOM's traceback kept the failed step's tensor alive"
     assert info.value.__suppress_context__
+
+
+# --- moved from test_toolkit.py: one input tensor passed twice ------------------------------------
+# --- a tiny lesson to drive the generic machinery --------------------------------------------
+def _toy_shared_inputs():
+    return Lesson(
+        key="toy", title="toy",
+        params=[Param("n", "n", cpu=8, gpu=8, lo=1, hi=1 << 20)],
+        variants=[Variant("mm", lambda a, b: a @ b), Variant("einsum", lambda a, b: torch.einsum("ij,jk->ik", a, b))],
+        make_inputs=lambda p, d, dt: (torch.randn(p["n"], p["n"], device=d, dtype=dt),) * 2,
+        peak_bytes=lambda p, dt: 3 * p["n"] ** 2 * 4,
+        reduction=lambda p: p["n"], baseline="mm",
+    )
+
+
+def test_lesson_check_correct_flags_a_wrong_variant():
+    toy = _toy_shared_inputs()
+    assert all(r[4] for r in toy.check_correct([{"n": 5}, {"n": 8}], seed=1))
+    toy.variants.append(Variant("wrong", lambda a, b: a @ b + 1e-3))
+    report = toy.correctness_report(toy.check_correct([{"n": 5}], seed=1))
+    assert report.startswith("✗")
+    assert "wrong" in report
+
+
+def test_lesson_check_refuses_bad_input_before_allocating(monkeypatch):
+    toy = _toy_shared_inputs()
+    monkeypatch.setattr(toy, "make_inputs", lambda *a: pytest.fail("allocated"))
+    for bad, msg in (({"n": 0}, "between"), ({"n": 2.5}, "whole number"), ({"m": 3}, "Unknown"),
+                     ({"n": 1 << 20}, "needs about")):
+        with pytest.raises(ValueError, match=msg):
+            toy.run(bad, "cpu")
+
+
+def test_crossover():
+    assert crossover([1, 2, 4, 8], [1, 2, 3, 9], [2, 3, 4, 5]) == 8
+    assert crossover([1, 2], [1, 1], [2, 2]) is None

@@ -1,10 +1,11 @@
-"""What the op trace counts (bytes the ops read and write, new allocations, FLOPs of GEMMs and
-convolutions) and the roofline built on it (datasheet peaks, the measured per-op overhead)."""
+"""What the op trace counts (trace.py): bytes the ops read and write, new allocations, FLOPs of GEMMs and
+convolutions, the bias copy cuBLASLt skips, TF32 marks; and no kernel list off a GPU (kernels.py)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from lessons_lib import roofline, trace
+from lessons_lib import trace
+
 
 MiB = 2**20
 
@@ -137,63 +138,6 @@ def test_gemm_flops_unchanged():
     assert trace.trace_ops(torch.bmm, a, b).flops == 2 * 4 * 8 * 32 * 16
 
 
-# --- roofline ------------------------------------------------------------------------------
-def test_t4_has_no_bf16_figure():
-    assert roofline.datasheet("Tesla T4", torch.bfloat16) is None
-
-
-def test_h100_has_a_bf16_figure():
-    assert roofline.datasheet("NVIDIA H100 80GB HBM3", torch.bfloat16).flops == pytest.approx(989e12)
-
-
-def test_datasheet_float32_uses_tf32_only_when_asked():
-    assert roofline.datasheet("NVIDIA A100-SXM4-40GB", torch.float32, tf32=False).flops == pytest.approx(19.5e12)
-    assert roofline.datasheet("NVIDIA A100-SXM4-40GB", torch.float32, tf32=True).flops == pytest.approx(156e12)
-
-
-def test_datasheet_launch_is_marked_as_an_assumption():
-    p = roofline.datasheet("Tesla T4", torch.float32)
-    assert p.launch > 0
-    assert "assumed" in p.source
-
-
-def test_overhead_is_measured_and_positive_on_cpu():
-    assert 1e-8 < roofline.overhead("cpu") < 1e-2
-
-
-def test_cpu_peaks_have_a_real_launch_term():
-    p = roofline.measure_peaks("cpu")
-    assert p.launch == roofline.overhead("cpu")
-    assert p.launch > 0
-
-
-def test_peaks_cache_is_keyed_on_float32_matmul_precision(monkeypatch):
-    calls = []
-    monkeypatch.setattr(roofline, "_measured", {})
-    monkeypatch.setattr(roofline, "_overheads", {})  # the stub's 1 ms must not stay cached as the overhead
-    monkeypatch.setattr(roofline.timing, "measure",
-                        lambda *a, **k: calls.append(k.get("label")) or roofline.timing.Timing(
-                            k.get("label", ""), 1e-3, 0.0, [1e-3], 1, "stub", "cpu"))
-    monkeypatch.setattr(roofline, "_copy_elements", lambda dev: 1024)
-    before = torch.get_float32_matmul_precision()
-    try:
-        roofline.measure_peaks("cpu")
-        n = calls.count("peak matmul")
-        torch.set_float32_matmul_precision("high")
-        roofline.measure_peaks("cpu")
-        assert calls.count("peak matmul") == n + 1
-    finally:
-        torch.set_float32_matmul_precision(before)
-
-
-def test_many_small_ops_are_overhead_bound_with_a_per_op_cost():
-    p = roofline.Peaks(flops=1e11, bandwidth=2e10, launch=5e-6, source="test")
-    work = roofline.Work(flops=10**6, bytes=10**3, launches=40)
-    assert p.regime(work) == "overhead"
-    assert p.floor(work) == pytest.approx(40 * 5e-6)
-    assert p.terms(work)["overhead"] == pytest.approx(2e-4)
-
-
 # --- cuBLASLt's bias epilogue and TF32 (marked in the trace, applied by a GPU's peaks) --------------
 @pytest.mark.parametrize("bias, a, b, kw, fused", [
     ((8,), (5, 6), (6, 8), {}, True),  # F.linear's case: 1-D contiguous bias, beta 1
@@ -221,17 +165,6 @@ def test_a_strided_bias_is_not_fused():
     assert not op.lt_bias
 
 
-def test_work_bytes_on_a_gpu_leave_out_the_fused_bias_copy():
-    x, w, bias = _meta((64, 32), (16, 32), (16,))
-    work = roofline.Work.of(F.linear, x, w, bias)
-    assert work.lt_bias_bytes == 2 * 64 * 16 * 4
-    assert work.bytes_on(False) == work.bytes
-    assert work.bytes_on(True) == work.bytes - work.lt_bias_bytes
-    cpu = roofline.Peaks(1e9, 1e9, 1e-6, "cpu")
-    gpu = roofline.Peaks(1e9, 1e9, 1e-6, "gpu", cuda=True)
-    assert gpu.terms(work)["memory"] < cpu.terms(work)["memory"]
-
-
 def test_tf32_marks_float32_gemms_only_while_allowed():
     a, b = _meta((64, 64), (64, 64))
     before = torch.backends.cuda.matmul.allow_tf32
@@ -253,37 +186,31 @@ def test_float32_convolutions_are_tf32_by_cudnns_default():
     assert t.tf32_flops == t.flops > 0
 
 
-@pytest.mark.parametrize("gpu, tf32", [("A100", 156e12), ("NVIDIA A100-SXM4-80GB", 156e12),
-                                       ("H100", 494.5e12), ("NVIDIA H100 PCIe", 378e12)])
-def test_tf32_peaks_from_datasheets(gpu, tf32):
-    p = roofline.datasheet(gpu, torch.float32, tf32=False)
-    assert p.tf32 == pytest.approx(tf32)
-    assert p.flops < p.tf32  # fp32 on CUDA cores stays the float32 peak while TF32 is off
-    assert p.cuda
-    assert roofline.datasheet(gpu, torch.float16).tf32 is None  # TF32 is a float32 mode
+
+# --- moved from test_toolkit.py -------------------------------------------------------------
+# --- trace ---------------------------------------------------------------------------------
+def test_trace_counts_views_copies_and_gemms_on_meta():
+    a, b = trace.on_meta(torch.empty(4, 8, 16), torch.empty(16, 32))
+    t = trace.trace_ops(lambda a, b: (a.transpose(0, 1).contiguous() @ b).sum(), a, b)
+    assert [op.name for op in t.copies] == ["clone"]
+    assert t.copies[0].alloc_bytes == 4 * 8 * 16 * 4
+    (g,) = t.gemms
+    assert g.gemm == (1, 32, 32, 16)
+    assert t.flops == 2 * 32 * 32 * 16
+    assert all(op.alloc_bytes == 0 for op in t.ops if op.is_view)
 
 
-def test_tf32_work_runs_at_the_tf32_rate_and_needs_the_hardware():
-    work = roofline.Work(flops=10**12, bytes=0, launches=0, tf32_flops=10**12)
-    a100 = roofline.datasheet("A100", torch.float32, tf32=False)
-    assert a100.terms(work)["compute"] == pytest.approx(1 / 156)
-    t4 = roofline.datasheet("T4", torch.float32, tf32=False)
-    assert t4.tf32 is None and t4.terms(work)["compute"] == pytest.approx(1 / 8.1)  # no TF32 on Turing
-    assert roofline.measure_peaks("cpu").tf32 is None  # a CPU has no TF32
+def test_footprint_counts_an_expanded_view_once():
+    w = torch.ones(3, 5)
+    assert trace.footprint_bytes(w.expand(100, 3, 5)) == 15 * 4
+    assert trace.footprint_bytes(w.t()) == 15 * 4
 
 
-def test_model_gpus_include_the_a100():
-    assert roofline.MODEL_GPUS == ("T4", "A100", "H100")
-    assert all(roofline.datasheet(g, torch.float32) for g in roofline.MODEL_GPUS)
+def test_trace_table_is_deterministic():
+    x = torch.ones(2, 3)
+    assert trace.trace_ops(torch.exp, x).table() == trace.trace_ops(torch.exp, x).table()
+    assert "exp" in trace.trace_ops(torch.exp, x).table()
 
 
-@pytest.mark.parametrize("gpu", ["T4", "A100", "H100"])
-@pytest.mark.parametrize("tf32", [False, True])
-def test_speedup_asymptote_is_bandwidth_over_twice_the_flop_rate_per_byte(gpu, tf32):
-    p = roofline.datasheet(gpu, torch.float32, tf32=tf32)
-    f = p.tf32 if tf32 and p.tf32 else p.flops
-    s = roofline.speedup_asymptote(p, 4, tf32=tf32)
-    assert s == pytest.approx(p.bandwidth / (2 * 4 * f))
-    # the model's ratio of floors at a large width: Linear 2·B·N² / F against PseudoLinear 4·B·N·e / BW
-    B, N = 32768, 16384
-    assert (2 * B * N * N / f) / (4 * B * N * 4 / p.bandwidth) == pytest.approx(s * N)
+def test_kernels_is_none_off_gpu():
+    assert trace.kernels(torch.exp, torch.ones(3)) is None

@@ -1,0 +1,60 @@
+"""timing.py: the one timing harness (measure, rotation, cache flush) and the wrong timers of lesson 00."""
+import time
+
+import pytest
+import torch
+
+from lessons_lib import timing
+
+
+# --- timing --------------------------------------------------------------------------------
+def test_measure_reports_the_median_of_a_known_duration():
+    t = timing.measure(lambda: time.sleep(0.004), label="sleep", min_run_time=0.1)
+    assert 0.004 <= t.median < 0.0065
+    assert len(t.samples) >= timing.MIN_SAMPLES
+    assert t.iqr >= 0
+    assert "thread" in t.method
+
+
+def test_measure_rotates_inputs_and_flushes_cache():
+    seen = []
+    bufs = [(torch.full((4,), float(i)),) for i in range(3)]
+    timing.measure(lambda b: seen.append(b[0].item()), rotate=bufs, min_run_time=0.01, warmup=0)
+    assert set(seen) == {0.0, 1.0, 2.0}
+    t = timing.measure(torch.sum, torch.ones(1000), flush_cache=True, min_run_time=0.01)
+    assert t.calls_per_sample == 1
+    assert "flushed" in t.method
+
+
+def test_wrong_timers_are_labelled_wrong():
+    x = torch.ones(64, 64)
+    for t in (timing.wrong_no_sync(torch.mm, x, x, repeats=3), timing.wrong_first_call(torch.mm, x, x),
+              timing.wrong_single_run(torch.mm, x, x), timing.wrong_mean_with_cold_start(torch.mm, x, x, repeats=3),
+              timing.wrong_one_thread(torch.mm, x, x, min_run_time=0.01)):
+        assert t.method.startswith("WRONG")
+        assert t.median > 0
+    assert "1 thread)" in timing.wrong_one_thread(torch.mm, x, x, min_run_time=0.01).method
+
+
+def test_fmt_time_and_table():
+    assert timing.fmt_time(0.0123) == "12.3 ms"
+    assert timing.fmt_time(2.5e-6) == "2.5 µs"
+    a = timing.Timing("a", 2e-3, 1e-4, [2e-3], 1, "m", "cpu")
+    b = timing.Timing("b", 1e-3, 1e-4, [1e-3], 1, "m", "cpu")
+    assert "2.00× vs a" in timing.table([a, b], baseline="a")
+
+
+def test_measure_refuses_an_empty_rotation():
+    with pytest.raises(ValueError, match="rotate"):
+        timing.measure(torch.add, rotate=[])
+
+
+def test_flushed_measurement_of_a_tiny_op_is_capped():
+    # a 1-element op used to loop tens of thousands of cache flushes
+    t = timing.measure(torch.neg, torch.ones(1), flush_cache=True, min_run_time=10.0)
+    assert len(t.samples) <= timing.MAX_FLUSHED_CALLS
+
+
+def test_noisy_timings_say_so():
+    t = timing.Timing("x", 1.0, 0.5, [0.8, 1.0, 1.3], 1, "test", "cpu")
+    assert "rerun" in t.noise_note()
