@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .device import synchronize
+from .hardware import synchronize
 
 # --- can it run? -----------------------------------------------------------------------------------
 

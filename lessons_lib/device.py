@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .hardware import _parse_size, last_level_cache_bytes, synchronize  # noqa: F401  (re-exported)
+
 # The share of free memory a widget or sweep may plan to use. The rest is headroom for
 # the allocator's rounding, cuBLAS workspaces and whatever the reader already holds.
 USABLE_FRACTION = 0.7
@@ -167,12 +169,6 @@ def fit_cpu_threads(rounds: int = 3) -> str:
             f"waits for its slowest thread). torch.set_num_threads({CPU_THREADS}) undoes it.")
 
 
-def synchronize(device: torch.device | str) -> None:
-    """Wait for queued GPU work. A no-op on CPU, where every op is already synchronous."""
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _host_total_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -314,34 +310,6 @@ def tf32_note(device: torch.device | str | None = None) -> str:
                 f"{precision!r}): faster, with a 10-bit mantissa; PyTorch's default is off ('highest').")
     return ("TF32 is off for float32 matmuls (PyTorch's default, float32_matmul_precision='highest'); "
             "torch.set_float32_matmul_precision('high') turns it on.")
-
-
-def last_level_cache_bytes(device: torch.device | str | None = None) -> int:
-    """The largest cache on `device`: a GPU's L2, or the CPU's last level (from sysfs).
-
-    Flush buffers and rotation sets are sized from it; 64 MiB is assumed when it can't be read."""
-    dev = torch.device(device or "cpu")
-    if dev.type == "cuda":
-        size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
-        return int(size) or 64 * 2**20
-    best = 0
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in os.listdir(base):
-            if entry.startswith("index"):
-                with open(os.path.join(base, entry, "size")) as f:
-                    best = max(best, _parse_size(f.read().strip()))
-    except OSError:
-        pass
-    return best or 64 * 2**20
-
-
-def _parse_size(text: str) -> int:
-    units = {"K": 2**10, "M": 2**20, "G": 2**30}
-    text = text.upper().rstrip("B")
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text) if text.isdigit() else 0
 
 
 def compile_problem(device: torch.device | str = "cpu", backend: str = "inductor") -> str | None:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.utils.benchmark as tbench
 
-from .device import last_level_cache_bytes, synchronize
+from .hardware import last_level_cache_bytes, synchronize
 
 MIN_SAMPLES = 7
 WARMUP_CALLS = 3

@@ -1,0 +1,92 @@
+"""lessons_lib's own import graph, read from the source (ast), function-level imports included:
+it has no cycle, and data flows one way: a lesson package imports the toolkit, never the reverse."""
+import ast
+import re
+from pathlib import Path
+
+import lessons_lib
+
+PKG = Path(lessons_lib.__file__).resolve().parent
+LESSON = re.compile(r"^lessons_lib\.lesson\d\d_")
+
+
+def _modules() -> dict[str, Path]:
+    """'lessons_lib.x.y' -> its file, for every module and package of lessons_lib."""
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = list(path.relative_to(PKG).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(["lessons_lib", *parts])] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The lessons_lib modules `name` imports anywhere in its source (top level, functions, methods)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            submodules = [f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in modules]
+            found.update(submodules)
+            if len(submodules) < len(node.names):  # `from m import name`: m itself runs
+                found.add(module)
+    return {m for m in found if m in modules and m != name}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    state, stack, cycles = {}, [], []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return cycles
+
+
+def test_the_graph_is_read_from_source_with_function_level_imports():
+    graph = _graph()
+    assert "lessons_lib.timing" in graph["lessons_lib.device"]  # fit_cpu_threads imports it inside the function
+    assert "lessons_lib.compiling" in graph["lessons_lib.device"]  # compile_problem, likewise
+    assert "lessons_lib.trace" in graph["lessons_lib.memory"]
+    lessons = [m for m in graph if LESSON.match(m)]
+    assert lessons and any("lessons_lib.timing" in graph[m] for m in lessons)  # `from .. import timing` is seen
+
+
+def test_the_import_graph_has_no_cycle():
+    cycles = _cycles(_graph())
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_toolkit_never_imports_a_lesson():
+    graph = _graph()
+    toolkit = [m for m in graph if not LESSON.match(m)]
+    wrong = {m: sorted(d for d in graph[m] if LESSON.match(d)) for m in toolkit}
+    assert not {m: d for m, d in wrong.items() if d}
+
+
+def test_a_cycle_would_be_found():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
