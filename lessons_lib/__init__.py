@@ -1,10 +1,47 @@
-"""lessons_lib: the code behind the notebooks of *PyTorch GPU performance pitfalls*.
+"""lessons_lib: the code behind the notebooks of *PyTorch GPU performance pitfalls*. A map of the house.
 
-Toolkit modules (no lesson code inside): device, timing, trace, roofline, memory, results,
-plots, widgets, lesson (what a lesson declares), grading (exercise verdicts).
-One module a lesson: lessonNN_*.py (lessons 00-06).
-For readers and rooms: doctor (`python -m lessons_lib.doctor`, the readiness check), workspace
-(`python -m lessons_lib.workspace`, a working copy of the notebooks), colab (badge, set-up cell).
+The front door: the tools a reader takes into their own code, importable from here
+(`from lessons_lib import GroupedLinear, graph_check, find_syncs, trace_ops, ledger, measure`).
+Each returns a report object whose str/repr is readable; README.md's "Use it in your own code"
+has a five-line example of each, run by tests/test_front_door.py.
+    GroupedLinear  grouped_linear  a drop-in grouped linear layer; strategy="auto" times and picks
+    graph_check    graphs          what CUDA-graph capture would refuse or freeze, seen on any device
+    find_syncs     syncs.syncs     host syncs and device copies, each with your line of code
+                                   (syncs.host_syncs, the older answer, lists the syncs only)
+    trace_ops      trace           every aten op a call dispatches, with shapes, bytes and FLOPs
+    ledger         memory          what autograd saves for backward, and whose memory it is
+    measure        timing          the one timing harness: warm-up, synchronize, median and IQR
+    compare        noise           paired rounds, and "not decided on this run" when the noise wins
+
+One package a lesson, lessonNN_<name>/ (a notebook does `from lessons_lib import lessonNN_<name> as L`):
+    variants.py   the forum's code and its fixes (what the notebook renders with show_source)
+    evidence.py   traces, tables, models and figures built from the toolkit (split further by name)
+    exercise.py   the starter, the float64 reference and the checker
+    explore.py    the explorer's Lesson declarations, and what `python -m lessons_lib.record` records
+    __init__.py   what the lesson is, which file holds what, and the names the notebooks use
+(A lesson not yet moved is still one module, lessonNN_<name>.py.)
+
+The toolkit: flat modules, no lesson code inside. Data flows lesson -> toolkit -> torch, and the
+import graph has no cycle (tests/test_imports.py). By role:
+    the machine        device (which device, describe, fits, OOM, dtype, threads), hardware
+                       (synchronize, the last-level cache), compiling (torch.compile in one place)
+    measuring          timing (the harness), noise (the noise rule), roofline (FLOPs, bytes,
+                       launches, the floor), launch_queue (the host feeding a GPU stream), transfers
+    looking inside     trace (ops) and kernels (GPU kernels); memory (the saved-tensor ledger, the
+                       autograd graph) and memory_timeline (memory op by op, peaks); syncs and
+                       sync_table (host syncs, copies); graphs (capture, replay) and graph_hazards
+                       (graph_check)
+    a lesson's frame   lesson (the Lesson), lesson_parts (Param, Variant, input checks), runs (Run,
+                       Sweep, calibration), grading (exercise verdicts), results (recorded JSON)
+    showing            plots, display (tables), widgets (the Explorer), explorer_ui (its layout and
+                       worker), posted_figures (a forum thread's own figures)
+    the drop-in        grouped_linear (GroupedLinear, lesson 03's layer)
+Tools for rooms: doctor and doctor_probes (`python -m lessons_lib.doctor`: is this machine ready?),
+workspace (`python -m lessons_lib.workspace`: a working copy of the notebooks), colab (badge, set-up
+cell), record (`python -m lessons_lib.record`: the recorded results in reference/).
+
+`setup()` is every notebook's first call. `import lessons_lib` stays cheap: the front door's names
+import their modules on first use.
 """
 from __future__ import annotations
 
@@ -85,3 +122,33 @@ def setup(seed: int = 0, quiet: bool = False):
 
         print(summary(quick=True))
     return dev
+
+# The front door: public name -> (module, attribute), imported on first use (module __getattr__), so
+# `import lessons_lib` stays cheap. No name here is a submodule's name: `from lessons_lib import syncs`
+# is still the module, and the sync detector's front-door name is `find_syncs`.
+_FRONT_DOOR = {
+    "GroupedLinear": ("grouped_linear", "GroupedLinear"),
+    "graph_check": ("graphs", "graph_check"),
+    "find_syncs": ("syncs", "syncs"),
+    "trace_ops": ("trace", "trace_ops"),
+    "ledger": ("memory", "ledger"),
+    "measure": ("timing", "measure"),
+    "compare": ("noise", "compare"),
+}
+
+__all__ = ["setup", *_FRONT_DOOR]
+
+
+def __getattr__(name: str):
+    if name not in _FRONT_DOOR:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, attr = _FRONT_DOOR[name]
+    value = getattr(importlib.import_module(f".{module}", __name__), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FRONT_DOOR))

@@ -168,6 +168,16 @@ class Comparison:
             return template.format(name=order[0], runner_up="-", r=1.0)
         return self.ratio(order[1], order[0]).say(template, tie=tie, name=order[0], runner_up=order[1])
 
+    def __str__(self) -> str:
+        """Each variant's median over the paired rounds, fastest first, then who is fastest: decided,
+        a tie, or the not-decided sentence. What `print(noise.compare(...))` shows."""
+        lines = [f"{n}: {timing.fmt_time(self.median(n))} per call (median of {len(self.rounds[n])} paired rounds)"
+                 for n in self.ranked()]
+        if len(self.rounds) > 1:
+            lines.append(self.say_fastest("{name} is fastest, {r:.2f}× ahead of {runner_up}",
+                                          tie="{name} and {runner_up} tie (within the noise rule's band)"))
+        return "\n".join(lines)
+
     def undecided(self, pairs=None) -> list[Ratio]:
         pairs = pairs or _adjacent(self)
         return [r for r in (self.ratio(a, b) for a, b in pairs) if not r.decided]

@@ -38,6 +38,9 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             found.update(submodules)
             if len(submodules) < len(node.names):  # `from m import name`: m itself runs
                 found.add(module)
+    # The front door's lazy names (lessons_lib.__getattr__) import their modules by name.
+    if name == "lessons_lib":
+        found.update(f"lessons_lib.{m}" for m, _attr in lessons_lib._FRONT_DOOR.values())
     return {m for m in found if m in modules and m != name}
 
 
@@ -71,6 +74,7 @@ def test_the_graph_is_read_from_source_with_function_level_imports():
     assert "lessons_lib.timing" in graph["lessons_lib.device"]  # fit_cpu_threads imports it inside the function
     assert "lessons_lib.compiling" in graph["lessons_lib.device"]  # compile_problem, likewise
     assert "lessons_lib.trace" in graph["lessons_lib.memory"]
+    assert "lessons_lib.grouped_linear" in graph["lessons_lib"]  # the front door
     lessons = [m for m in graph if LESSON.match(m)]
     assert lessons and any("lessons_lib.timing" in graph[m] for m in lessons)  # `from .. import timing` is seen
 
