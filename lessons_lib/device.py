@@ -2,6 +2,8 @@
 
 Every lesson asks this module three questions: which device should I use, how do I
 describe it next to a number, and will this shape fit before I allocate it.
+`synchronize` and `last_level_cache_bytes` live in hardware.py (below timing and compiling, which
+this module imports inside functions) and are re-exported here.
 """
 from __future__ import annotations
 

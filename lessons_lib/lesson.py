@@ -4,6 +4,10 @@ A lesson module builds one `Lesson`: its shape parameters, its variants, how to 
 inputs, a float64 reference and a memory estimate. Everything else (validation, the
 correctness check, timing against the floor, sweeps with a progress bar, and the
 explorer widget in `widgets.py`) is written once, here and in the toolkit.
+
+The pieces a Lesson is built from (Param, Variant, Check, Stopped, check_device, check_dtype) live in
+lesson_parts.py, and what its runs return (Run, Sweep, Calibration, harness_seconds) in runs.py;
+both are re-exported here, so `from lessons_lib.lesson import Run` keeps working.
 """
 from __future__ import annotations
 
