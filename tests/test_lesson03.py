@@ -215,17 +215,19 @@ def test_the_winner_map_never_names_auto_which_runs_one_of_the_others():
     assert "not decided" in L.grid_table(tie)
 
 
-def test_paired_check_uses_the_noise_rule_against_the_fastest_and_the_forum_baddbmm(monkeypatch):
-    # The grid says Conv1d is fastest at its one point; rounds give auto 1.0, 2.0 (a storm), 1.1, 0.9, 1.05.
+def _scripted_paired_check(monkeypatch, grid_loop: float, loop_in_rounds: float):
+    """paired_check at one point where the grid's single pass timed the loop at `grid_loop` and Conv1d at 1.0;
+    in the rounds Conv1d takes 1.0, the loop `loop_in_rounds`, auto 1.0, 2.0 (a storm), 1.1, 0.9, 1.05."""
     grid = L.Grid([4], [8], {"batch": 1, "length": 4}, False,
-                  {"loop (SlowGroups)": [[9.0]], "grouped Conv1d": [[1.0]], L.AUTO: [[1.5]], L.FORUM: [[1.0]]}, "cpu")
+                  {"loop (SlowGroups)": [[grid_loop]], "grouped Conv1d": [[1.0]], "einsum": [[10.0]], L.AUTO: [[1.5]],
+                   L.FORUM: [[1.0]]}, "cpu")
     auto_times = iter([1.0, 2.0, 1.1, 0.9, 1.05])
     orders = []
 
     def scripted(self, params, device=None, dtype=None, variants=None, **_kw):
         orders.append(list(variants))
         assert params == {"batch": 1, "length": 4, "groups": 4, "group_size": 8}
-        t = {L.AUTO: next(auto_times), "grouped Conv1d": 1.0, L.FORUM: 1.0}
+        t = {L.AUTO: next(auto_times), "grouped Conv1d": 1.0, "loop (SlowGroups)": loop_in_rounds, L.FORUM: 1.0}
         return types.SimpleNamespace(timings={n: types.SimpleNamespace(median=t[n], least=t[n]) for n in variants})
 
     monkeypatch.setattr(Lesson, "run", scripted)
@@ -233,11 +235,24 @@ def test_paired_check_uses_the_noise_rule_against_the_fastest_and_the_forum_badd
     monkeypatch.setattr(GL, "_CACHE", {("meta", "float32", 4, 8, 8, 4, 4, False, True): "not this one",
                                        ("cpu", "float32", 4, 8, 8, 4, 4, True, True): "not training",
                                        ("cpu", "float32", 4, 8, 8, 4, 4, False, True): picked})
-    out = L.paired_check(grid, rounds=5, max_rounds=5)
+    return L.paired_check(grid, rounds=5, max_rounds=5), orders
+
+
+def test_paired_check_uses_the_noise_rule_against_the_fastest_and_the_forum_baddbmm(monkeypatch):
+    out, orders = _scripted_paired_check(monkeypatch, grid_loop=9.0, loop_in_rounds=9.0)
     assert out["ratios"] == [[1.05]] and out["forum"] == [[1.05]] and out["against"] == [["grouped Conv1d"]]
     assert out["decided"] == [[True]]  # IQR of (0.9, 1.0, 1.05, 1.1, 2.0) / median: 0.1 / 1.05 < 0.25
     assert out["chose"] == [["conv"]]  # auto's choice on this device, from its cache
-    assert orders[0] == [L.AUTO, "grouped Conv1d", L.FORUM] and orders[1] == orders[0][::-1]
+    # auto, the grid's two fastest contenders (not einsum, third), the forum baddbmm; reversed each round
+    assert orders[0] == [L.AUTO, "grouped Conv1d", "loop (SlowGroups)", L.FORUM] and orders[1] == orders[0][::-1]
+
+
+def test_paired_check_judges_against_whichever_of_the_grids_two_fastest_the_rounds_find_faster(monkeypatch):
+    # The single pass (a quiet moment for the loop) ranked the loop first at 0.8; in the rounds it takes 3.0,
+    # so the bar is against Conv1d (1.0), not against a loop that only looked fast once.
+    out, orders = _scripted_paired_check(monkeypatch, grid_loop=0.8, loop_in_rounds=3.0)
+    assert orders[0][:3] == [L.AUTO, "loop (SlowGroups)", "grouped Conv1d"]
+    assert out["against"] == [["grouped Conv1d"]] and out["ratios"] == [[1.05]]
 
 
 def test_auto_is_tuned_before_its_timed_calls_and_its_floor_is_the_strategy_it_runs(monkeypatch):
@@ -405,7 +420,7 @@ def test_cuda_branches_where_cuda_is_available():
     layer = GL.GroupedLinear(4, 8, 8, dim=1, device="cuda")
     x = torch.randn(2, 32, 5, device="cuda", requires_grad=True)
     layer(x).sum().backward()
-    assert x.grad.shape == x.shape and "cuda" in layer.explain(file=__import__("io").StringIO())
+    assert x.grad.shape == x.shape and "cuda" in layer.explain()
     rows = L.TRAIN_LESSON.check_correct([SMALL], device="cuda", seed=0)
     assert [r.variant for r in rows if not r.ok] == []
     assert "grouped_mm forward on cuda" in L.grouped_mm_report("cuda")
