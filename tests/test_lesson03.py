@@ -9,6 +9,7 @@ import torch
 
 from lessons_lib import grading, roofline
 from lessons_lib import grouped_linear as GL
+from lessons_lib.grouped_linear import tuning as GL_tuning  # where tuning reads _CACHE and TUNE_BUDGET_S
 from lessons_lib import lesson03_grouped_linear as L
 from lessons_lib.lesson import Lesson, Variant
 
@@ -232,7 +233,7 @@ def _scripted_paired_check(monkeypatch, grid_loop: float, loop_in_rounds: float)
 
     monkeypatch.setattr(Lesson, "run", scripted)
     picked = types.SimpleNamespace(strategy="conv")
-    monkeypatch.setattr(GL, "_CACHE", {("meta", "float32", 4, 8, 8, 4, 4, False, True): "not this one",
+    monkeypatch.setattr(GL_tuning, "_CACHE", {("meta", "float32", 4, 8, 8, 4, 4, False, True): "not this one",
                                        ("cpu", "float32", 4, 8, 8, 4, 4, True, True): "not training",
                                        ("cpu", "float32", 4, 8, 8, 4, 4, False, True): picked})
     return L.paired_check(grid, rounds=5, max_rounds=5), orders
@@ -271,7 +272,7 @@ def test_auto_is_tuned_before_its_timed_calls_and_its_floor_is_the_strategy_it_r
 
 
 def test_record_quick_on_cpu(monkeypatch, one_thread):
-    monkeypatch.setattr(GL, "TUNE_BUDGET_S", 0.2)
+    monkeypatch.setattr(GL_tuning, "TUNE_BUDGET_S", 0.2)
     monkeypatch.setattr(roofline, "measure_peaks", lambda *a, **k: roofline.Peaks(1e10, 1e10, 1e-5, "test"))
     monkeypatch.setattr(L, "LESSON", dataclasses.replace(L.LESSON, params=[
         dataclasses.replace(p, cpu={"batch": 1, "groups": 4, "group_size": 8, "length": 4}[p.name])
