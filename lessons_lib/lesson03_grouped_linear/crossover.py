@@ -1,0 +1,199 @@
+"""Lesson 03's crossover map: the grid of shapes, which variant wins where, the paired re-check, the heatmap."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import torch
+from .. import compiling, noise, results, roofline, timing
+from .. import device as _device
+from .. import grouped_linear as GL
+from ..display import text_table
+from .lessons import AUTO, FORUM, KEY, LESSON, TRAIN_LESSON, with_variants
+
+
+# --- measure: the crossover map ---------------------------------------------------------------------------
+
+GRID_CPU = {"groups": [4, 16, 64], "group_size": [8, 32, 128]}
+GRID_GPU = {"groups": [8, 32, 100, 256], "group_size": [16, 32, 64, 100, 128]}
+GRID_VARIANTS = ["loop (SlowGroups)", "grouped Conv1d", "bmm, rows first", "matmul, channels first", "einsum", "vmap"]
+
+
+@dataclasses.dataclass
+class Grid:
+    """Median seconds of each variant at each (groups, group_size)."""
+
+    groups: list[int]
+    sizes: list[int]
+    base: dict
+    training: bool
+    medians: dict[str, list[list[float]]]  # variant -> [groups index][size index]
+    device: str
+    noisy: list[list[list[str]]] = dataclasses.field(default_factory=list)  # variants flagged noisy, per point
+
+    def contenders(self) -> list[str]:
+        """The variants that can win a point: not GroupedLinear(auto), which runs one of the others (its
+        "win" is noise), nor the forum baddbmm it is checked against (a bmm with another weight layout)."""
+        return [n for n in self.medians if n not in (AUTO, FORUM)]
+
+    def winners(self) -> list[list[str]]:
+        names = self.contenders()
+        return [[min(names, key=lambda n: self.medians[n][i][j]) for j in range(len(self.sizes))]
+                for i in range(len(self.groups))]
+
+    def ratio(self, slow: str, fast: str | None = None) -> list[list[float]]:
+        """slow's time over the fastest contender's (or `fast`'s) at each point."""
+        out = []
+        for i in range(len(self.groups)):
+            row = []
+            for j in range(len(self.sizes)):
+                best = self.medians[fast][i][j] if fast else min(self.medians[n][i][j] for n in self.contenders())
+                row.append(self.medians[slow][i][j] / best)
+            out.append(row)
+        return out
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def crossover_grid(device=None, groups=None, sizes=None, base: dict | None = None, training: bool = False,
+                   variants=None, max_time: float = 0.25, min_run_time: float = 0.03, progress=None) -> Grid:
+    """Time the variants over a (groups × group size) grid; every shape is checked before the first runs."""
+    dev = _device.pick(device)
+    grid = GRID_GPU if dev.type == "cuda" else GRID_CPU
+    groups, sizes = list(groups or grid["groups"]), list(sizes or grid["group_size"])
+    lesson = with_variants(TRAIN_LESSON if training else LESSON, auto=True, forum=True)
+    names = lesson.variant_names(variants or GRID_VARIANTS)
+    base = {**lesson.defaults(dev), **(base or {})}
+    for G in groups:
+        for K in sizes:
+            lesson.check({**base, "groups": G, "group_size": K}, dev, torch.float32)
+    med = {n: [[math.nan] * len(sizes) for _ in groups] for n in names}
+    noisy = [[[] for _ in sizes] for _ in groups]
+    for i, G in enumerate(groups):
+        for j, K in enumerate(sizes):
+            run = lesson.run({**base, "groups": G, "group_size": K}, dev, variants=names, min_run_time=min_run_time,
+                             max_time=max_time)
+            for n in names:
+                med[n][i][j] = run.timings[n].median
+                if run.timings[n].noisy:
+                    noisy[i][j].append(n)
+            if progress:
+                progress(i * len(sizes) + j + 1, len(groups) * len(sizes))
+    return Grid(groups, sizes, {k: v for k, v in base.items() if k not in ("groups", "group_size")}, training, med,
+                dev.type, noisy)
+
+
+def paired_check(grid: Grid, rounds: int = 5, max_rounds: int = 9, min_run_time: float = 0.05,
+                 max_time: float = 20.0) -> dict:
+    """GroupedLinear(auto) against the grid's fastest contender (of its two fastest, the one the rounds find
+    faster) and the forum baddbmm at each point, in
+    the noise rule's paired rounds (`noise.compare_lesson`: order alternating each round, the median of
+    the per-round ratios, more rounds while a ratio is undecided). A shared machine drifts between one
+    variant's measurement and the next; a round sees the same drift on every side, so the ratio keeps
+    what the grid's single pass loses in noise. Each round keeps each side's fastest sample
+    (`Timing.least`, as the tuner ranks): these are ways to do the same work, and noise only adds time.
+    Uses the tuning cache the grid filled."""
+    dev = torch.device(grid.device)
+    lesson = with_variants(TRAIN_LESSON if grid.training else LESSON, auto=True, forum=True)
+    def blank(v):
+        return [[v] * len(grid.sizes) for _ in grid.groups]
+
+    out = {"ratios": blank(math.nan), "forum": blank(math.nan), "decided": blank(False), "against": blank(""),
+           "chose": blank(""), "rounds": rounds}
+    for i, G in enumerate(grid.groups):
+        for j, K in enumerate(grid.sizes):
+            # The grid's two fastest contenders at this point, both paired with auto: a single pass on a busy
+            # machine can swap them, and the bar is against whichever the paired rounds find faster.
+            top = sorted(grid.contenders(), key=lambda n: grid.medians[n][i][j])[:2]
+            names = [AUTO, *top, FORUM]
+            cmp = noise.compare_lesson(lesson, {**grid.base, "groups": G, "group_size": K}, dev, variants=names,
+                                       rounds=rounds, max_rounds=max_rounds, min_run_time=min_run_time,
+                                       max_time=max_time, pairs=[*((AUTO, n) for n in top), (AUTO, FORUM)],
+                                       statistic="least")
+            other = min(top, key=cmp.median)
+            vs_best, vs_forum = cmp.ratio(AUTO, other), cmp.ratio(AUTO, FORUM)
+            out["ratios"][i][j], out["forum"][i][j] = vs_best.median, vs_forum.median
+            out["decided"][i][j] = vs_best.decided and vs_forum.decided
+            out["against"][i][j] = other
+            picked = GL.cached_strategies(grid.device, G, K, grid.training)
+            out["chose"][i][j] = picked[0] if len(picked) == 1 else "?"
+    return out
+
+
+def grid_table(grid: Grid) -> str:
+    """The winner at each point (auto excluded: it runs one of the others), the loop's and the Conv1d's
+    time over the winner's, and auto's (the tuning is not in it) where the grid has auto."""
+    wins, loop_r, conv_r = grid.winners(), grid.ratio("loop (SlowGroups)"), grid.ratio("grouped Conv1d")
+    auto_r = grid.ratio(AUTO) if AUTO in grid.medians else None
+    rows = [("groups", "group size", "fastest", "loop / fastest", "Conv1d / fastest",
+             *(("auto / fastest",) if auto_r else ()), "noisy timings")]
+    flagged = 0
+    for i, G in enumerate(grid.groups):
+        for j, K in enumerate(grid.sizes):
+            noisy = grid.noisy[i][j] if grid.noisy else []
+            flagged += bool(noisy)
+            rows.append((str(G), str(K), _winner_words(grid, i, j, noisy), f"{loop_r[i][j]:.2f}×", f"{conv_r[i][j]:.2f}×",
+                         *((f"{auto_r[i][j]:.2f}×",) if auto_r else ()), f"⚠ {len(noisy)}" if noisy else ""))
+    note = (f"\n⚠ {flagged} point(s) have noisy timings (spread over a quarter of the median: a busy machine): "
+            "their winner is not decided on this run; rerun on a quieter machine." if flagged else "")
+    return text_table(rows) + note
+
+
+def _winner_words(grid: Grid, i: int, j: int, noisy: list[str]) -> str:
+    """The winner at one point as the noise rule allows from one pass: "a ≈ b" within noise.TIE, and
+    "not decided" when the winner or the runner-up was timed noisy."""
+    order = sorted(grid.contenders(), key=lambda n: grid.medians[n][i][j])
+    if len(order) == 1:
+        return order[0]
+    best, second = order[0], order[1]
+    if best in noisy or second in noisy:
+        return f"not decided ({best}?)"
+    if grid.medians[second][i][j] <= (1 + noise.TIE) * grid.medians[best][i][j]:
+        return f"{best} ≈ {second}"
+    return best
+
+
+def heatmap(grid: Grid, title: str = ""):
+    """The crossover map: the winner at each (groups, group size), coloured by variant, annotated with
+    the loop's time over the winner's."""
+    from .. import plots
+
+    names = list(grid.medians)
+    order = [v.name for v in with_variants(LESSON, auto=True, forum=True).variants]
+    order += [n for n in names if n not in order]
+    loop_r = grid.ratio("loop (SlowGroups)") if "loop (SlowGroups)" in names else None
+    notes = [[f"loop {r:.1f}×" for r in row] for row in loop_r] if loop_r else None
+    return plots.winner_map(grid.groups, grid.sizes, grid.winners(), order, notes,
+                            xlabel="group size (features per group)", ylabel="groups",
+                            title=title or f"fastest variant ({'training step' if grid.training else 'forward'}, "
+                                           f"{grid.device})")
+
+
+def recorded_grids(kind: str = "training") -> list[tuple[str, Grid]]:
+    """Crossover grids from recorded results (label with the kind of figures, Grid)."""
+    out = []
+    for rec in results.for_lesson(KEY):
+        data = (rec.lessons.get(KEY) or {}).get("grids", {}).get(kind)
+        if data:
+            out.append((rec.label(), Grid(**data)))
+    return out
+
+
+def latest_grid(kind: str = "forward") -> tuple[str, Grid] | None:
+    """The measured grid on file whose timings were steadiest (fewest points with a noisy timing), then
+    the newest: a map recorded on a machine too busy to decide anything teaches nothing."""
+    grids = [(rec, Grid(**data)) for rec in results.for_lesson(KEY, kinds="measured")
+             if (data := (rec.lessons.get(KEY) or {}).get("grids", {}).get(kind))]
+    if not grids:
+        return None
+    def noisy_share(g: Grid) -> float:
+        points = len(g.groups) * len(g.sizes)
+        return sum(bool(v) for row in (g.noisy or []) for v in row) / max(points, 1)
+
+    rec, grid = min(grids, key=lambda rg: (noisy_share(rg[1]), -_date_key(rg[0].meta.get("date", ""))))
+    return rec.label(), grid
+
+
+def _date_key(date: str) -> int:
+    digits = "".join(ch for ch in date if ch.isdigit())
+    return int(digits) if digits else 0

@@ -1,0 +1,130 @@
+"""Lesson 03's exercise: the starter, the reference and the checker."""
+from __future__ import annotations
+
+import math
+import torch
+import torch.nn.functional as F
+from .. import compiling, noise, results, roofline, timing
+from .. import device as _device
+from ..grading import Verdict, analyse_reader, call_reader, rel_error
+from ..trace import COPY_OPS, trace_ops
+from .lessons import THREAD_SHAPE
+from .variants import slow_groups
+
+
+# --- exercise ---------------------------------------------------------------------------------------------
+# A block from a model: a pointwise grouped Conv1d on channel-first activations x (N, G·K, L), with the
+# conv's own weight (G·O, K, 1) and bias (G·O). Rewrite it as one batched GEMM over the groups that views
+# the activations instead of copying them (no transpose + contiguous, no chunk + cat), with the same
+# output and gradients.
+
+
+def exercise_starter(x, weight, bias):
+    """The block as written: a grouped convolution (no GEMM at all, as far as the trace can see)."""
+    groups = x.shape[1] // weight.shape[1]
+    return F.conv1d(x, weight, bias, groups=groups)
+
+
+def exercise_loop(x, weight, bias):
+    """Another way that fails: the thread's loop (G GEMMs, a transpose copy, a cat)."""
+    groups = x.shape[1] // weight.shape[1]
+    w = weight.squeeze(-1).view(groups, -1, weight.shape[1])
+    return slow_groups(x, w, bias.view(groups, -1))
+
+
+EXERCISE_SHAPES = [(2, 4, 8, 8, 6), (3, 5, 7, 3, 9), (1, 1, 1, 1, 1), (2, 3, 13, 6, 1)]  # N, G, K, O, L
+EXERCISE_META = (8, 16, 32, 32, 128)
+
+
+def _exercise_inputs(N, G, K, O, L, gen, device="cpu", dtype=torch.float32):
+    x = torch.randn(N, G * K, L, generator=gen, dtype=dtype).to(device)
+    w = (torch.randn(G * O, K, 1, generator=gen, dtype=dtype) / K**0.5).to(device)
+    b = (0.1 * torch.randn(G * O, generator=gen, dtype=dtype)).to(device)
+    return x, w, b
+
+
+def _exercise_reference(x, w, b, G):
+    return F.conv1d(x.double(), w.double(), b.double(), groups=G)
+
+
+def check_exercise(fn) -> Verdict:
+    """Grade the rewrite: output and gradients against float64 at odd shapes (NaN/inf fail), then from
+    its op trace on meta: exactly one GEMM, no convolution, and no copy as large as the activations
+    (a copy of the weight, as matmul's broadcast makes, is allowed and reported)."""
+    v = Verdict(f"Exercise 03 ({getattr(fn, '__name__', 'your function')})")
+    if not callable(fn):
+        v.check("is a function", False, f"got {type(fn).__name__}; pass the function itself")
+        return v
+    gen = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for N, G, K, O, L in EXERCISE_SHAPES:
+        x, w, b = _exercise_inputs(N, G, K, O, L, gen)
+        g = torch.randn(N, G * O, L, generator=gen)
+        x64, w64, b64 = (t.detach().clone().double().requires_grad_() for t in (x, w, b))  # before the reader runs
+        ref = _exercise_reference(x64, w64, b64, G)
+        ref_grads = torch.autograd.grad(ref, (x64, w64, b64), g.double())
+        leaves = [t.requires_grad_() for t in (x, w, b)]
+
+        def forward_backward(x, w, b):
+            out = fn(x, w, b)
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"your function returned {type(out).__name__}, not a tensor")
+            if tuple(out.shape) != tuple(ref.shape):
+                raise ValueError(f"output shape {tuple(out.shape)}, expected (N, G·O, L) = {tuple(ref.shape)}")
+            if not out.requires_grad:
+                raise ValueError("the output is not part of the autograd graph (.detach() or no_grad?)")
+            return (out, *torch.autograd.grad(out, (x, w, b), g, allow_unused=True))
+
+        got, problem = call_reader(forward_backward, *leaves)
+        if problem is None and any(t is None for t in got):
+            problem = "x, weight or bias got no gradient"
+        if problem:
+            v.check(f"runs forward and backward at N, G, K, O, L = {N}, {G}, {K}, {O}, {L}", False, problem)
+            return v
+        worst = max(worst, rel_error(list(got), [ref, *ref_grads]))
+    v.check(f"output and gradients match float64 at {len(EXERCISE_SHAPES)} shapes (odd ones included)",
+            worst < 1e-4, "NaN, inf or a wrong shape" if worst == math.inf else
+            (f"worst relative error {worst:.1e}" if worst >= 1e-4 else ""))
+
+    N, G, K, O, L = EXERCISE_META
+
+    def inputs(device):
+        return _exercise_inputs(N, G, K, O, L, torch.Generator().manual_seed(1), device)
+
+    t, _where, problem = analyse_reader(lambda x, w, b: trace_ops(fn, x, w, b), inputs)
+    if problem:
+        v.check("can be traced", False, problem)
+        return v
+    v.check("runs exactly one GEMM", len(t.gemms) == 1,
+            f"found {len(t.gemms)}" + (f": {', '.join(op.name for op in t.gemms[:4])}" if t.gemms else "")
+            + (f" and {len(t.convolutions)} convolution(s)" if t.convolutions else ""))
+    act = N * G * K * L * 4
+    big = [op for op in t.ops if op.name in COPY_OPS and op.write_bytes >= act]
+    small = [op for op in t.ops if op.name in COPY_OPS and op.write_bytes < act]
+    v.check("copies no activations (no transpose + contiguous, no cat)", not big,
+            ", ".join(f"{op.name} of {'x'.join(map(str, op.out_shapes[0]))}" for op in big) or
+            (f"a {_device.fmt_bytes(sum(op.write_bytes for op in small))} copy of the weight, fine" if small else ""))
+    if _device.has_cuda() and not getattr(torch.cuda, "_course_simulated", False):
+        v.on_gpu(*_gpu_speed_check(fn))
+    else:
+        v.on_gpu("faster than the loop at the thread's shape", None)
+    return v
+
+
+def _gpu_speed_check(fn) -> tuple[str, bool, str]:
+    """At the thread's shape, the rewrite's training step against the loop's (GPU only)."""
+    p = THREAD_SHAPE
+    gen = torch.Generator().manual_seed(2)
+    x, w, b = (t.requires_grad_() for t in _exercise_inputs(p["batch"], p["groups"], p["group_size"],
+                                                            p["group_size"], p["length"], gen, "cuda"))
+    g = torch.randn(p["batch"], p["groups"] * p["group_size"], p["length"], device="cuda")
+
+    def step(f):
+        return lambda: torch.autograd.grad(f(x, w, b), (x, w, b), g)
+
+    slow = timing.measure(step(exercise_loop), max_time=10).median
+    timed, problem = call_reader(lambda: timing.measure(step(fn), max_time=10))
+    name = "training step faster than the thread's loop at the thread's shape"
+    if problem:
+        return name, False, problem
+    return name, timed.median < slow, f"{slow / timed.median:.2f}×"

@@ -1,0 +1,117 @@
+"""Lesson 03's explorer and recorded results: explorer(), record and targets (read by `python -m lessons_lib.record`)."""
+from __future__ import annotations
+
+import os
+import torch
+from .. import compiling, noise, results, roofline, timing
+from .. import device as _device
+from .. import grouped_linear as GL
+from ..widgets import Explorer
+from .crossover import crossover_grid, Grid, GRID_CPU, GRID_GPU, GRID_VARIANTS, paired_check
+from .lessons import AUTO, FORUM, KEY, LESSON, THREAD_SHAPE, TRAIN_LESSON, with_variants  # noqa: F401 (KEY, the Lessons: read by record)
+
+
+def explorer(device=None, training: bool = False, compiled: bool | None = None) -> Explorer:
+    """The toolkit's explorer: batch, groups, group size and length, and dtype (float32, float16,
+    bfloat16: the replier ran fp16). The explorer has no forward/training control of its own, so one
+    explorer explores one of them: `training=True` for the training step. GroupedLinear(auto) is
+    tuned before its timed calls (the tuning is not in its bar); grouped_mm joins where it runs for
+    float32 here; a compiled loop on a GPU (on a CPU each shape would cost seconds of compiling)."""
+    dev = _device.pick(device)
+    lesson = TRAIN_LESSON if training else LESSON
+    if compiled is None:
+        compiled = dev.type == "cuda" and compiling.problem(dev) is None
+    grouped = GL.grouped_mm_problem(dev, torch.float32, training=training) is None and dev.type == "cuda"
+    return Explorer(with_variants(lesson, auto=True, grouped=grouped, compiled=compiled), dev)
+
+
+# --- recorded results and targets -------------------------------------------------------------------------
+
+
+def record(device, quick: bool = False) -> dict:
+    """Headline runs (forward and training step, GroupedLinear(auto) included), a group-size sweep,
+    the crossover grids (forward and training step, ≥ 12 points with auto), and tuning costs."""
+    dev = torch.device(device)
+    t = 0.05 if quick else 0.2
+    pk = roofline.measure_peaks(dev)
+    fwd, train = with_variants(LESSON, auto=True), with_variants(TRAIN_LESSON, auto=True)
+    shape = THREAD_SHAPE if dev.type == "cuda" else LESSON.defaults(dev)
+    GL.clear_cache()
+    out = {"headline": results.run_to_dict(fwd.run(shape, dev, min_run_time=t), pk),
+           "headline_train": results.run_to_dict(train.run(shape, dev, min_run_time=t), pk)}
+    sizes = [8, 16, 32, 64, 128] if dev.type == "cpu" else [16, 32, 64, 100, 128, 256]
+    if quick:
+        sizes = sizes[:2]
+    sw = train.sweep("group_size", sizes, None if dev.type == "cpu" else THREAD_SHAPE, dev, min_run_time=t / 2,
+                     progress=False)
+    out["sweeps"] = {"group_size": results.sweep_to_dict(sw)}
+    grid = GRID_GPU if dev.type == "cuda" else GRID_CPU
+    if quick:
+        grid = {"groups": grid["groups"][:2], "group_size": grid["group_size"][:2]}
+    names = [*GRID_VARIANTS, FORUM, AUTO]
+    out["grids"] = {}
+    for kind, training in (("forward", False), ("training", True)):
+        GL.clear_cache()
+        g = crossover_grid(dev, grid["groups"], grid["group_size"], training=training, variants=names,
+                           max_time=0.6 if not quick else 0.05, min_run_time=0.1 if not quick else 0.03)
+        out["grids"][kind] = g.as_dict()
+        if AUTO in g.medians:
+            out.setdefault("paired", {})[kind] = paired_check(g, rounds=5 if not quick else 3,
+                                                               max_rounds=9 if not quick else 3,
+                                                               min_run_time=0.05 if not quick else 0.01)
+    out["tuning_seconds"] = [c.seconds for c in GL.cache().values()]
+    out["busy"] = sorted({c.busy for c in GL.cache().values() if c.busy})
+    try:
+        out["load_average"] = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        pass
+    return out
+
+
+BAR = 1.15  # auto / fastest and auto / forum baddbmm, at every point of the grid (issue 20 §3)
+
+
+def targets(device, section: dict) -> list[dict]:
+    """The issue's bars as measured here: auto within 1.15× of the fastest contender and of the forum
+    baddbmm at every grid point (paired rounds); tuning ≤ 2 s a shape on a quiet CPU; on a GPU, the best
+    training step ≥ 1.5× faster than grouped Conv1d."""
+    gpu = torch.device(device).type == "cuda"
+    out = []
+    for kind, data in section.get("grids", {}).items():
+        grid = Grid(**data)
+        if AUTO not in grid.medians:
+            continue
+        points = len(grid.groups) * len(grid.sizes)
+        single = max(grid.medians[AUTO][i][j] / min(grid.medians[n][i][j] for n in grid.contenders())
+                     for i in range(len(grid.groups)) for j in range(len(grid.sizes)))
+        paired = (section.get("paired") or {}).get(kind)
+        if paired:  # the bar is judged on the paired re-timing; the single pass is shown beside it
+            undecided = sum(not d for row in paired.get("decided", []) for d in row)
+            note = f" ({undecided} of {points} points not decided: a busy machine)" if undecided else ""
+            worst = max(max(row) for row in paired["ratios"])
+            out.append({"name": f"03 GroupedLinear(auto) / fastest variant, median of ≥ {paired['rounds']} alternating "
+                                f"rounds, worst of {points} grid points ({kind}){note}",
+                        "value": worst, "bar": f"<= {BAR}", "ok": worst <= BAR})
+            if paired.get("forum"):
+                worst = max(max(row) for row in paired["forum"])
+                out.append({"name": f"03 GroupedLinear(auto) / forum baddbmm over a (G, in, out) weight, median of ≥ "
+                                    f"{paired['rounds']} alternating rounds, worst of {points} grid points ({kind})",
+                            "value": worst, "bar": f"<= {BAR}", "ok": worst <= BAR})
+        out.append({"name": f"03 GroupedLinear(auto) / fastest variant, the grid's single pass, worst of {points} "
+                            f"grid points ({kind})", "value": single,
+                    "bar": f"<= {BAR}" if not paired else "info (noise included)",
+                    "ok": (single <= BAR) if not paired else None})
+    tune = section.get("tuning_seconds") or []
+    if tune:
+        busy = bool(section.get("busy"))
+        out.append({"name": "03 GroupedLinear auto-tuning seconds per new shape (worst)"
+                            + (" — tuned on a busy machine" if busy else ""), "value": max(tune),
+                    "bar": "<= 2 (quiet CPU)" if not busy else "info (busy machine)",
+                    "ok": max(tune) <= 2.0 if not gpu and not busy else None})
+    head = (section.get("headline_train") or {}).get("variants", {})
+    if "grouped Conv1d" in head:
+        best = min(v["median"] for n, v in head.items() if n != "grouped Conv1d")
+        speedup = head["grouped Conv1d"]["median"] / best
+        out.append({"name": "03 best training step vs grouped Conv1d at the headline shape", "value": speedup,
+                    "bar": ">= 1.5 (GPU claim, roofline-derived)", "ok": speedup >= 1.5 if gpu else None})
+    return out

@@ -1,0 +1,74 @@
+"""Lesson 03 (many small Linear layers in parallel, forum seed 002): the exercise's checker (exercise.py)."""
+
+import pytest
+import torch
+
+from lessons_lib import grading, roofline
+from lessons_lib import lesson03_grouped_linear as L
+
+
+# --- the exercise ------------------------------------------------------------------------------------------
+
+def _solution(x, weight, bias):
+    N, C, Lx = x.shape
+    K = weight.shape[1]
+    G = C // K
+    O = weight.shape[0] // G
+    y = torch.matmul(weight.view(G, O, K), x.view(N, G, K, Lx)) + bias.view(G, O, 1)
+    return y.view(N, G * O, Lx)
+
+
+def test_checker_passes_the_batched_form():
+    v = L.check_exercise(_solution)
+    assert v.passed, str(v)
+
+
+def test_checker_fails_the_starter_on_the_trace_not_on_correctness():
+    text = str(L.check_exercise(L.exercise_starter))
+    assert "✓ output and gradients match float64" in text
+    assert "✗ runs exactly one GEMM (found 0 and 1 convolution(s))" in text
+
+
+def test_checker_fails_the_loop_on_gemms_and_the_cat():
+    text = str(L.check_exercise(L.exercise_loop))
+    assert "✗ runs exactly one GEMM (found 16" in text
+    assert "✗ copies no activations" in text and "cat of 8x128x512" in text
+
+
+def test_checker_fails_a_copy_of_the_activations():
+    def with_copy(x, weight, bias):
+        return _solution(x.contiguous(memory_format=torch.contiguous_format).clone(), weight, bias)
+
+    text = str(L.check_exercise(with_copy))
+    assert "✗ copies no activations" in text and "clone" in text
+
+
+@pytest.mark.parametrize("fn, expected", [
+    (lambda x, w, b: torch.zeros(3), "output shape (3,)"),
+    (lambda x, w, b: _solution(x, w, b).detach(), "not part of the autograd graph"),
+    (lambda x, w, b: _solution(x, w, b) * float("nan"), "NaN, inf or a wrong shape"),
+    (lambda x, w, b: 1 / 0, "ZeroDivisionError"),
+    ("not a function", "pass the function itself"),
+])
+def test_checker_turns_wrong_code_into_a_verdict_line(fn, expected):
+    v = L.check_exercise(fn)
+    assert not v.passed and expected in str(v)
+
+
+def test_checker_stops_a_runaway_function(monkeypatch):
+    monkeypatch.setattr(grading, "READER_TIME_LIMIT", 0.3)
+
+    def forever(x, w, b):
+        while True:
+            pass
+
+    assert "stopped" in str(L.check_exercise(forever))
+
+
+def test_checker_notices_writes_into_the_inputs():
+    def overwrites(x, weight, bias):
+        with torch.no_grad():
+            weight.mul_(2)
+        return _solution(x, weight / 2, bias)
+
+    assert "changed input 1 in place" in str(L.check_exercise(overwrites))
