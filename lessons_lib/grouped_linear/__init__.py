@@ -45,24 +45,29 @@ the cache lookup (a small layer pays the dispatch on every call). It ranks by ea
 sample (`Timing.least`): on a busy machine noise only adds time. Under
 `torch.compile` or on `meta` (an op trace) it never times anything: it uses the cached choice,
 or `bmm`.
+
+Which file holds what:
+
+- strategies.py  the strategy functions (loop, bmm, matmul_channels, einsum, block_diagonal, conv, grouped_mm,
+                 vmap), FUNCTIONS, and the weight's memory order each reads fastest (LAYOUT, layout_of, laid_out)
+- features.py    where each strategy can run: grouped_mm_problem, problem, available
+- tuning.py      strategy="auto": the tuning constants, Choice, the process-wide cache, tune
+- module.py      class GroupedLinear
+
+Below: every name used as `GL.<name>` or imported from `lessons_lib.grouped_linear` in the course (lesson 03,
+its notebooks, the tests). A test that patches a value patches it where it is read (`tuning`, `module`).
 """
 from __future__ import annotations
 
+from .features import available, grouped_mm_problem, problem  # noqa: F401
+from .module import GroupedLinear  # noqa: F401
 from .strategies import (  # noqa: F401
-    _any_autocast, _autocast_on, _compute_dtype, _ContiguousGrad, _grouped_mm_fn, _norm_dim, _rows, _unrows, AUTO,
-    block_diagonal, bmm, conv, einsum, FUNCTIONS, grouped_mm, laid_out, LAYOUT, layout_of, loop, matmul_channels,
-    MAX_BLOCK_DIAGONAL_BYTES, STRATEGIES, vmap,
-)
-from .features import (  # noqa: F401
-    _probe_grouped_mm, _probes, available, grouped_mm_problem, problem,
+    FUNCTIONS, LAYOUT, STRATEGIES, block_diagonal, bmm, conv, einsum, grouped_mm, laid_out, layout_of, loop,
+    matmul_channels, vmap,
 )
 from .tuning import (  # noqa: F401
-    _bucket, _busy, _CACHE, _calls, _COMPILING, _EXACT, _GENERATION, _is_compiling, _planned, _time_strategies,
-    _traceable, ALWAYS_TIME, BUSY_SPREAD, cache, cached_strategies, Choice, clear_cache, FALLBACK, FIRST_LOOK,
-    MAX_FINALISTS, NEAR_TIE, SECOND_LOOK, TIMING_ORDER, tune, TUNE_BUDGET_S,
-)
-from .module import (  # noqa: F401
-    _check_size, _check_strategy, GroupedLinear,
+    ALWAYS_TIME, FALLBACK, TIMING_ORDER, TUNE_BUDGET_S, Choice, _busy, _time_strategies, cache, cached_strategies,
+    clear_cache, tune,
 )
 
 __all__ = ["GroupedLinear", "STRATEGIES", "FUNCTIONS", "Choice", "tune", "available", "problem",

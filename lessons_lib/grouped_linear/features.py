@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+
 from .strategies import _ContiguousGrad, _grouped_mm_fn, MAX_BLOCK_DIAGONAL_BYTES, STRATEGIES
 
 

@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn as nn
+
 from .features import available, problem
-from .strategies import _any_autocast, _compute_dtype, _norm_dim, AUTO, conv, FUNCTIONS, laid_out, LAYOUT, layout_of, STRATEGIES
+from .strategies import (
+    _any_autocast, _compute_dtype, _norm_dim, AUTO, FUNCTIONS, laid_out, LAYOUT, layout_of, STRATEGIES,
+)
 from .tuning import _GENERATION, _is_compiling, _traceable, Choice, FALLBACK, tune
 
 

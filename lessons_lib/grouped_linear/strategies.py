@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn.functional as F
 

@@ -5,7 +5,9 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
+
 import torch
+
 from .. import noise, timing
 from .features import problem
 from .strategies import _any_autocast, _autocast_on, _compute_dtype, _norm_dim, FUNCTIONS, laid_out, STRATEGIES

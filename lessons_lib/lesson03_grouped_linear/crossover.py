@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+
 import torch
-from .. import compiling, noise, results, roofline, timing
+
+from .. import noise, results
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table

@@ -3,16 +3,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .. import compiling, noise, results, roofline, timing
+
+from .. import noise, roofline, timing
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table
-from ..lesson import Lesson, Param, Variant
-from ..trace import COPY_OPS, trace_ops
-from .lessons import LESSON, make_inputs, THREAD_REPORTED, THREAD_REPORTED_NOTE, THREAD_SHAPE, TRAIN_LESSON, train_peak_bytes
+from ..lesson import Variant
+from ..trace import trace_ops
+from .lessons import (
+    LESSON, make_inputs, THREAD_REPORTED, THREAD_REPORTED_NOTE, THREAD_SHAPE, TRAIN_LESSON, train_peak_bytes,
+)
 from .variants import _BASE, grouped_mm, SlowGroups
 
 

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn.functional as F
-from .. import compiling, noise, results, roofline, timing
+
+from .. import timing
 from .. import device as _device
 from ..grading import Verdict, analyse_reader, call_reader, rel_error
 from ..trace import COPY_OPS, trace_ops

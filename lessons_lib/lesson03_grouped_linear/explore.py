@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import os
+
 import torch
-from .. import compiling, noise, results, roofline, timing
+
+from .. import compiling, results, roofline
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..widgets import Explorer
 from .crossover import crossover_grid, Grid, GRID_CPU, GRID_GPU, GRID_VARIANTS, paired_check
-from .lessons import AUTO, FORUM, KEY, LESSON, THREAD_SHAPE, TRAIN_LESSON, with_variants  # noqa: F401 (KEY, the Lessons: read by record)
+from .lessons import (  # noqa: F401 (KEY, the Lessons: read by record)
+    AUTO, FORUM, KEY, LESSON, THREAD_SHAPE, TRAIN_LESSON, with_variants,
+)
 
 
 def explorer(device=None, training: bool = False, compiled: bool | None = None) -> Explorer:

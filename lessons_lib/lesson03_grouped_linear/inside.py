@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import torch
-from .. import compiling, noise, results, roofline, timing
+
+from .. import compiling, noise, timing
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table
-from ..grading import Verdict, analyse_reader, call_reader, rel_error
-from ..trace import COPY_OPS, trace_ops
+from ..grading import rel_error
+from ..trace import trace_ops
 from .lessons import LESSON, make_inputs, TRAIN_LESSON
 from .variants import slow_groups
 

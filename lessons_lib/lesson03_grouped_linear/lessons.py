@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import dataclasses
+
 import torch
-from .. import compiling, noise, results, roofline, timing
+
+from .. import compiling
 from .. import grouped_linear as GL
 from ..lesson import Lesson, Param, Variant
-from .variants import block_diagonal, bmm_rows, einsum, forum_baddbmm, grouped_conv1d, grouped_linear_auto, grouped_mm, matmul_channels, slow_groups, vmap_functional
+from .variants import (
+    block_diagonal, bmm_rows, einsum, forum_baddbmm, grouped_conv1d, grouped_linear_auto, grouped_mm,
+    matmul_channels, slow_groups, vmap_functional,
+)
 
 
 KEY = "03_grouped_linear"

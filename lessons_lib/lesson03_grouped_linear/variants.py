@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
 from .. import grouped_linear as GL
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from lessons_lib.grouped_linear import tuning as GL_tuning  # where tuning reads _CACHE and TUNE_BUDGET_S
 from lessons_lib import lesson03_grouped_linear as L
-from lessons_lib.lesson import Lesson, Variant
+from lessons_lib.lesson03_grouped_linear import crossover, lessons
+from lessons_lib.lesson import Lesson
 from .helpers import _boom
 
 
@@ -31,12 +32,12 @@ def test_grid_refuses_a_bad_shape_before_timing_anything(monkeypatch):
 
 
 def test_the_winner_map_never_names_auto_which_runs_one_of_the_others():
-    grid = L.Grid([4], [8], {}, False, {"loop (SlowGroups)": [[3.0]], "bmm, rows first": [[1.0]],
-                                        "grouped Conv1d": [[1.2]], L.AUTO: [[0.9]], L.FORUM: [[0.95]]}, "cpu")
+    grid = crossover.Grid([4], [8], {}, False, {"loop (SlowGroups)": [[3.0]], "bmm, rows first": [[1.0]],
+                                        "grouped Conv1d": [[1.2]], lessons.AUTO: [[0.9]], lessons.FORUM: [[0.95]]}, "cpu")
     assert grid.winners() == [["bmm, rows first"]]  # auto "won" by noise: it runs bmm or conv
     assert grid.ratio("grouped Conv1d") == [[pytest.approx(1.2)]]
     assert "auto / fastest" in L.grid_table(grid)
-    tie = L.Grid([4], [8], {}, False, {"loop (SlowGroups)": [[3.0]], "bmm, rows first": [[1.0]],
+    tie = crossover.Grid([4], [8], {}, False, {"loop (SlowGroups)": [[3.0]], "bmm, rows first": [[1.0]],
                                        "grouped Conv1d": [[1.03]]}, "cpu", noisy=[[[]]])
     assert "bmm, rows first ≈ grouped Conv1d" in L.grid_table(tie)  # within noise.TIE: no winner named
     tie.noisy = [[["grouped Conv1d"]]]
@@ -46,16 +47,16 @@ def test_the_winner_map_never_names_auto_which_runs_one_of_the_others():
 def _scripted_paired_check(monkeypatch, grid_loop: float, loop_in_rounds: float):
     """paired_check at one point where the grid's single pass timed the loop at `grid_loop` and Conv1d at 1.0;
     in the rounds Conv1d takes 1.0, the loop `loop_in_rounds`, auto 1.0, 2.0 (a storm), 1.1, 0.9, 1.05."""
-    grid = L.Grid([4], [8], {"batch": 1, "length": 4}, False,
-                  {"loop (SlowGroups)": [[grid_loop]], "grouped Conv1d": [[1.0]], "einsum": [[10.0]], L.AUTO: [[1.5]],
-                   L.FORUM: [[1.0]]}, "cpu")
+    grid = crossover.Grid([4], [8], {"batch": 1, "length": 4}, False,
+                  {"loop (SlowGroups)": [[grid_loop]], "grouped Conv1d": [[1.0]], "einsum": [[10.0]], lessons.AUTO: [[1.5]],
+                   lessons.FORUM: [[1.0]]}, "cpu")
     auto_times = iter([1.0, 2.0, 1.1, 0.9, 1.05])
     orders = []
 
     def scripted(self, params, device=None, dtype=None, variants=None, **_kw):
         orders.append(list(variants))
         assert params == {"batch": 1, "length": 4, "groups": 4, "group_size": 8}
-        t = {L.AUTO: next(auto_times), "grouped Conv1d": 1.0, "loop (SlowGroups)": loop_in_rounds, L.FORUM: 1.0}
+        t = {lessons.AUTO: next(auto_times), "grouped Conv1d": 1.0, "loop (SlowGroups)": loop_in_rounds, lessons.FORUM: 1.0}
         return types.SimpleNamespace(timings={n: types.SimpleNamespace(median=t[n], least=t[n]) for n in variants})
 
     monkeypatch.setattr(Lesson, "run", scripted)
@@ -63,7 +64,7 @@ def _scripted_paired_check(monkeypatch, grid_loop: float, loop_in_rounds: float)
     monkeypatch.setattr(GL_tuning, "_CACHE", {("meta", "float32", 4, 8, 8, 4, 4, False, True): "not this one",
                                        ("cpu", "float32", 4, 8, 8, 4, 4, True, True): "not training",
                                        ("cpu", "float32", 4, 8, 8, 4, 4, False, True): picked})
-    return L.paired_check(grid, rounds=5, max_rounds=5), orders
+    return crossover.paired_check(grid, rounds=5, max_rounds=5), orders
 
 
 def test_paired_check_uses_the_noise_rule_against_the_fastest_and_the_forum_baddbmm(monkeypatch):
@@ -72,12 +73,12 @@ def test_paired_check_uses_the_noise_rule_against_the_fastest_and_the_forum_badd
     assert out["decided"] == [[True]]  # IQR of (0.9, 1.0, 1.05, 1.1, 2.0) / median: 0.1 / 1.05 < 0.25
     assert out["chose"] == [["conv"]]  # auto's choice on this device, from its cache
     # auto, the grid's two fastest contenders (not einsum, third), the forum baddbmm; reversed each round
-    assert orders[0] == [L.AUTO, "grouped Conv1d", "loop (SlowGroups)", L.FORUM] and orders[1] == orders[0][::-1]
+    assert orders[0] == [lessons.AUTO, "grouped Conv1d", "loop (SlowGroups)", lessons.FORUM] and orders[1] == orders[0][::-1]
 
 
 def test_paired_check_judges_against_whichever_of_the_grids_two_fastest_the_rounds_find_faster(monkeypatch):
     # The single pass (a quiet moment for the loop) ranked the loop first at 0.8; in the rounds it takes 3.0,
     # so the bar is against Conv1d (1.0), not against a loop that only looked fast once.
     out, orders = _scripted_paired_check(monkeypatch, grid_loop=0.8, loop_in_rounds=3.0)
-    assert orders[0][:3] == [L.AUTO, "loop (SlowGroups)", "grouped Conv1d"]
+    assert orders[0][:3] == [lessons.AUTO, "loop (SlowGroups)", "grouped Conv1d"]
     assert out["against"] == [["grouped Conv1d"]] and out["ratios"] == [[1.05]]

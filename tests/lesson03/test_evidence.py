@@ -4,11 +4,12 @@ import torch
 
 from lessons_lib import grouped_linear as GL
 from lessons_lib import lesson03_grouped_linear as L
+from lessons_lib.lesson03_grouped_linear import evidence
 from .helpers import SMALL
 
 
 def test_slow_groups_module_is_the_loop_and_converts_exactly():
-    models = L.thread_models(SMALL, "cpu")
+    models = evidence.thread_models(SMALL, "cpu")
     x = torch.randn(2, 32, 5)
     ys = [m(x) for m in models.values()]
     assert all(torch.allclose(y, ys[0], atol=1e-6) for y in ys[1:])

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from lessons_lib import grading, roofline
+from lessons_lib import grading
 from lessons_lib import lesson03_grouped_linear as L
+from lessons_lib.lesson03_grouped_linear import exercise
 
 
 # --- the exercise ------------------------------------------------------------------------------------------
@@ -30,7 +31,7 @@ def test_checker_fails_the_starter_on_the_trace_not_on_correctness():
 
 
 def test_checker_fails_the_loop_on_gemms_and_the_cat():
-    text = str(L.check_exercise(L.exercise_loop))
+    text = str(L.check_exercise(exercise.exercise_loop))
     assert "✗ runs exactly one GEMM (found 16" in text
     assert "✗ copies no activations" in text and "cat of 8x128x512" in text
 

@@ -4,11 +4,11 @@ import dataclasses
 
 import pytest
 
-from lessons_lib import grading, roofline
+from lessons_lib import roofline
 from lessons_lib import grouped_linear as GL
 from lessons_lib.grouped_linear import tuning as GL_tuning  # where tuning reads _CACHE and TUNE_BUDGET_S
 from lessons_lib import lesson03_grouped_linear as L
-from lessons_lib.lesson03_grouped_linear import crossover, explore
+from lessons_lib.lesson03_grouped_linear import crossover, explore, lessons
 from .helpers import _boom
 
 
@@ -25,11 +25,11 @@ def test_explorer_refuses_bad_input_before_allocating(monkeypatch, kwargs, messa
 
 
 def test_targets_read_a_recorded_section():
-    grid = L.Grid([4], [8], {}, True, {"loop (SlowGroups)": [[2.0]], "grouped Conv1d": [[1.0]],
+    grid = crossover.Grid([4], [8], {}, True, {"loop (SlowGroups)": [[2.0]], "grouped Conv1d": [[1.0]],
                                        "GroupedLinear(auto)": [[1.05]]}, "cpu")
     section = {"grids": {"training": grid.as_dict()}, "tuning_seconds": [0.7, 1.2],
                "headline_train": {"variants": {"grouped Conv1d": {"median": 3.0}, "einsum": {"median": 1.5}}}}
-    out = {t["name"]: t for t in L.targets("cpu", section)}
+    out = {t["name"]: t for t in explore.targets("cpu", section)}
     auto = next(t for n, t in out.items() if "auto) / fastest" in n)
     assert auto["value"] == pytest.approx(1.05) and auto["ok"] is True
     tune = next(t for n, t in out.items() if "tuning" in n)
@@ -39,11 +39,11 @@ def test_targets_read_a_recorded_section():
 
 
 def test_targets_judge_the_paired_re_timing_and_show_the_single_pass_beside_it():
-    grid = L.Grid([4], [8, 16], {}, False, {"grouped Conv1d": [[1.0, 1.0]], L.AUTO: [[1.3, 0.9]]}, "cpu")
+    grid = crossover.Grid([4], [8, 16], {}, False, {"grouped Conv1d": [[1.0, 1.0]], lessons.AUTO: [[1.3, 0.9]]}, "cpu")
     section = {"grids": {"forward": grid.as_dict()},
                "paired": {"forward": {"ratios": [[1.04, 1.02]], "forum": [[0.98, 1.1]], "decided": [[True, True]],
                                       "against": [["grouped Conv1d"] * 2], "rounds": 5}}}
-    out = L.targets("cpu", section)
+    out = explore.targets("cpu", section)
     paired = next(t for t in out if "fastest variant, median" in t["name"])
     forum = next(t for t in out if "forum baddbmm" in t["name"])
     single = next(t for t in out if "single pass" in t["name"])
@@ -51,7 +51,7 @@ def test_targets_judge_the_paired_re_timing_and_show_the_single_pass_beside_it()
     assert forum["value"] == pytest.approx(1.1) and forum["ok"] is True
     assert single["value"] == pytest.approx(1.3) and single["ok"] is None and single["bar"].startswith("info")
     section["paired"]["forward"]["forum"] = [[1.04, 1.2]]
-    assert next(t for t in L.targets("cpu", section) if "forum baddbmm" in t["name"])["ok"] is False
+    assert next(t for t in explore.targets("cpu", section) if "forum baddbmm" in t["name"])["ok"] is False
 
 
 def test_auto_is_tuned_before_its_timed_calls_and_its_floor_is_the_strategy_it_runs(monkeypatch):
@@ -60,13 +60,13 @@ def test_auto_is_tuned_before_its_timed_calls_and_its_floor_is_the_strategy_it_r
     tuned = []
     real = GL.tune
     monkeypatch.setattr(GL, "tune", lambda *a, **k: (tuned.append(a[0].device.type), real(*a, **k))[1])
-    run = lesson.run(p, "cpu", variants=[L.AUTO, L.FORUM], min_run_time=0.001, max_time=0.05)
-    assert L.AUTO in run.prepare_seconds and tuned[0] == "cpu"  # tuned in prepare, before the clock
+    run = lesson.run(p, "cpu", variants=[lessons.AUTO, lessons.FORUM], min_run_time=0.001, max_time=0.05)
+    assert lessons.AUTO in run.prepare_seconds and tuned[0] == "cpu"  # tuned in prepare, before the clock
     chosen = GL.cached_strategies("cpu", 2, 4, True)[0]
     work = lesson.work(p)
-    assert work[L.AUTO].launches < 100  # its strategy's trace, not a tuning run's (thousands of ops)
+    assert work[lessons.AUTO].launches < 100  # its strategy's trace, not a tuning run's (thousands of ops)
     rows = lesson.check_correct(device="cpu")
-    assert all(r.ok for r in rows if r.variant in (L.AUTO, L.FORUM)), chosen
+    assert all(r.ok for r in rows if r.variant in (lessons.AUTO, lessons.FORUM)), chosen
 
 
 def test_record_quick_on_cpu(monkeypatch, one_thread):
@@ -78,9 +78,9 @@ def test_record_quick_on_cpu(monkeypatch, one_thread):
     for where in (explore, crossover):  # record reads the lessons in both
         monkeypatch.setattr(where, "LESSON", small)
         monkeypatch.setattr(where, "TRAIN_LESSON", dataclasses.replace(L.TRAIN_LESSON, params=small.params))
-    section = L.record("cpu", quick=True)
+    section = explore.record("cpu", quick=True)
     assert set(section) >= {"headline", "headline_train", "sweeps", "grids", "tuning_seconds"}
     assert "GroupedLinear(auto)" in section["headline_train"]["variants"]
     assert set(section["grids"]) == {"forward", "training"} == set(section["paired"])
-    assert L.FORUM in section["grids"]["forward"]["medians"]
-    assert L.targets("cpu", section)
+    assert lessons.FORUM in section["grids"]["forward"]["medians"]
+    assert explore.targets("cpu", section)

@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from lessons_lib import grading, roofline
+from lessons_lib import roofline
 from lessons_lib import grouped_linear as GL
 from lessons_lib import lesson03_grouped_linear as L
+from lessons_lib.lesson03_grouped_linear import lessons
 from .helpers import SMALL
 
 
@@ -27,7 +28,7 @@ GPU_MARGIN = 1.15
 
 def _gpu_train_medians(variants):
     lesson = L.with_variants(L.TRAIN_LESSON, auto=True)
-    run = lesson.run(L.THREAD_SHAPE, "cuda", variants=variants, min_run_time=0.3)
+    run = lesson.run(lessons.THREAD_SHAPE, "cuda", variants=variants, min_run_time=0.3)
     return {n: t.median for n, t in run.timings.items()}, run
 
 
@@ -52,7 +53,7 @@ def test_gpu_best_training_step_beats_grouped_conv1d_by_the_reported_gap():
 def test_gpu_auto_is_never_slower_than_a_forum_variant_on_a_sweep():
     lesson = L.with_variants(L.TRAIN_LESSON, auto=True)
     names = ["loop (SlowGroups)", "grouped Conv1d", "matmul, channels first", "vmap", "GroupedLinear(auto)"]
-    sw = lesson.sweep("group_size", [16, 32, 64, 100, 128], L.THREAD_SHAPE, "cuda", variants=names,
+    sw = lesson.sweep("group_size", [16, 32, 64, 100, 128], lessons.THREAD_SHAPE, "cuda", variants=names,
                       min_run_time=0.1, progress=False)
     meds = sw.medians()
     for i, value in enumerate(sw.values):
@@ -67,7 +68,7 @@ def test_reported_figures_match_the_reference_file():
     assert len(recs) == 1 and recs[0].lessons[L.KEY]["reported"]["totals_s"] == {
         "batched matmul (reply's MultichannelLinear)": 1.263, "grouped Conv1d": 1.924}
     assert recs[0].lessons[L.KEY]["reported"]["totals_s"] == {
-        k: v for k, v in L.THREAD_REPORTED.items()}
+        k: v for k, v in lessons.THREAD_REPORTED.items()}
 
 
 def test_cuda_branches_where_cuda_is_available():
