@@ -1,0 +1,28 @@
+"""The hunt with the course's tools: op counts, copies and host syncs of one training step, slow vs fixed."""
+from __future__ import annotations
+
+import torch
+
+from ..syncs import syncs
+from ..trace import trace_ops
+from .model import copy_weights, fixed_train, make_data, Model, slow_train
+
+
+def pair(dtype=torch.float32, seed=0):
+    """A slow model and a fixed one with the same weights."""
+    torch.manual_seed(seed)
+    slow = Model(False, dtype=dtype)
+    return slow, copy_weights(slow, Model(True, dtype=dtype))
+
+
+def findings(steps=2):
+    """Per training step: ops dispatched, GEMMs, copies, host syncs, for the slow and the fixed loop."""
+    x, y = make_data(n=64)
+    slow, fixed = pair()
+    rows = {}
+    for name, model, train in (("slow", slow, slow_train), ("fixed", fixed, fixed_train)):
+        tr = trace_ops(train, model, x, y, steps=steps)
+        sy = syncs(train, model, x, y, steps=steps)
+        rows[name] = {"ops": len(tr.ops) / steps, "gemms": len(tr.gemms) / steps,
+                      "copies": len(tr.copies) / steps, "syncs": len(sy.syncs) / steps}
+    return rows
