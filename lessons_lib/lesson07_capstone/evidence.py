@@ -26,3 +26,15 @@ def findings(steps=2):
         rows[name] = {"ops": len(tr.ops) / steps, "gemms": len(tr.gemms) / steps,
                       "copies": len(tr.copies) / steps, "syncs": len(sy.syncs) / steps}
     return rows
+
+
+def step_times(steps=4, max_time=6.0):
+    """Slow vs fixed training loop, timed in paired rounds by noise.compare (its str says 'not decided'
+    when the run cannot decide the ratio). Per call: `steps` training steps."""
+    from .. import noise
+
+    x, y = make_data(n=128)
+    slow, fixed = pair()
+    return noise.compare({"slow": lambda: slow_train(slow, x, y, steps=steps),
+                          "fixed": lambda: fixed_train(fixed, x, y, steps=steps)},
+                         pairs=[("slow", "fixed")], max_time=max_time)
