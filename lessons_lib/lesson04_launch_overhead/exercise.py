@@ -1,0 +1,133 @@
+"""Lesson 04's exercise: the starter, the float64 reference and the checker."""
+from __future__ import annotations
+
+import torch
+
+from .. import grading, timing
+from .. import device as _device
+from ..grading import Verdict
+from ..trace import trace_ops
+from .lessons import _bytes, _device_first_line
+
+
+# --- exercise ------------------------------------------------------------------------------------
+# A scale + bias + activation block, as after a normalisation: y = relu(x * scale + bias), with
+# per-feature scale and bias. The starter launches three ops and allocates three tensors. Rewrite
+# it to launch at most two ops, allocating one output, with the same values and gradients.
+
+
+def exercise_starter(x, scale, bias):
+    y = x * scale
+    y = y + bias
+    return torch.relu(y)
+
+
+def exercise_reference(x, scale, bias):
+    return torch.relu(x.double() * scale.double() + bias.double())
+
+
+EXERCISE_SHAPES = [(64, 32), (5, 33), (1, 1), (17, 7)]  # (rows, features)
+EXERCISE_META_SHAPE = (4096, 1024)
+EXERCISE_TIME_LIMIT_S = 20.0
+
+
+def _exercise_inputs(rows: int, features: int, gen, device="cpu"):
+    x = torch.randn(rows, features, generator=gen).to(device)
+    scale = (0.5 + torch.rand(features, generator=gen)).to(device)
+    bias = (0.1 * torch.randn(features, generator=gen)).to(device)
+    return x, scale, bias
+
+
+def _run_reader(fn, v: Verdict) -> float | None:
+    """Forward and backward at every shape, against float64; returns the worst relative error,
+    or None after adding the failing line to the verdict."""
+    gen = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for rows, feats in EXERCISE_SHAPES:
+        x, scale, bias = _exercise_inputs(rows, feats, gen)
+        g = torch.randn(rows, feats, generator=gen)
+        # The reference comes from copies made before the reader's code can touch the inputs.
+        x64, s64, b64 = (t.detach().clone().double().requires_grad_() for t in (x, scale, bias))
+        ref = exercise_reference(x64, s64, b64)
+        ref_grads = torch.autograd.grad(ref, (x64, s64, b64), g.double())
+        leaves = [t.requires_grad_() for t in (x, scale, bias)]
+        out = fn(*leaves)
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, feats):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            v.check("returns a tensor of the input's shape", False, f"got {got}, expected {(rows, feats)}")
+            return None
+        if out.dtype != x.dtype:
+            v.check("returns a tensor of the input's dtype", False, f"got {out.dtype}, expected {x.dtype}")
+            return None
+        if not out.requires_grad:
+            v.check("output is part of the autograd graph", False, "no gradient flows back: was .detach() or "
+                    "torch.no_grad() used?")
+            return None
+        grads = torch.autograd.grad(out, leaves, g, allow_unused=True)
+        if any(gr is None for gr in grads):
+            v.check("gradients reach x, scale and bias", False, "one of them got no gradient")
+            return None
+        worst = max(worst, grading.rel_error([out, *grads], [ref, *ref_grads]))  # NaN, inf: inf
+    return worst
+
+
+def check_exercise(fn) -> Verdict:
+    """Grade the rewrite: values and gradients against float64 at odd shapes (NaN/inf fail), then,
+    from its op trace on meta (the same on every machine), at most two ops that launch work, one
+    new tensor, and fewer bytes moved than the starter; on a GPU only, a timing."""
+    v = Verdict(f"Exercise 04 ({getattr(fn, '__name__', 'your function')})")
+    try:
+        with grading.time_limit(EXERCISE_TIME_LIMIT_S):
+            worst = _run_reader(fn, v)
+    except grading.TimeLimit:
+        v.check("finishes", False, f"still running after {EXERCISE_TIME_LIMIT_S:.0f} s at tiny shapes")
+        return v
+    except Exception as err:  # the reader's code: report, don't raise
+        v.check("runs forward and backward", False, f"{type(err).__name__}: {_device_first_line(err)}")
+        return v
+    if worst is None:
+        return v
+    v.check(f"output and gradients match float64 at {len(EXERCISE_SHAPES)} shapes (odd ones included)",
+            worst < 1e-5, f"worst relative error {worst:.1e}" if worst >= 1e-5 else "")
+
+    rows, feats = EXERCISE_META_SHAPE
+
+    def trace_inputs(device):  # meta first (nothing allocated); CPU tensors for code that reads values
+        gen = torch.Generator().manual_seed(2)
+        if device == "meta":
+            return (torch.empty(rows, feats, device="meta"), torch.empty(feats, device="meta"),
+                    torch.empty(feats, device="meta"))
+        return _exercise_inputs(rows, feats, gen)
+
+    mine, where, problem = grading.analyse_reader(lambda *a: trace_ops(fn, *a), trace_inputs,
+                                                  limit=EXERCISE_TIME_LIMIT_S)
+    if problem:
+        v.check("its op trace can be taken", False, problem)
+        return v
+    start = trace_ops(exercise_starter, *trace_inputs(where))
+    ops = [op.name for op in mine.compute_ops]
+    on_cpu = " (traced on CPU tensors: your code reads values, and each read is an op too)" if where == "cpu" else ""
+    v.check("launches at most 2 ops (the starter: 3)", len(ops) <= 2, f"{len(ops)}: {', '.join(ops)}{on_cpu}")
+    out_bytes = rows * feats * 4
+    v.check(f"allocates one output ({_device.fmt_bytes(out_bytes)}) at {rows} × {feats}",
+            mine.alloc_bytes <= out_bytes, f"{_device.fmt_bytes(mine.alloc_bytes)} allocated")
+    v.check("moves fewer bytes than the starter", _bytes(mine) < _bytes(start),
+            f"{_device.fmt_bytes(_bytes(mine))} vs {_device.fmt_bytes(_bytes(start))}")
+    if _device.has_cuda():
+        gen = torch.Generator().manual_seed(1)
+        try:
+            with grading.time_limit(EXERCISE_TIME_LIMIT_S):
+                xs = _exercise_inputs(16384, 1024, gen, "cuda")
+                slow = timing.measure(exercise_starter, *xs, max_time=2.0).median
+                fast = timing.measure(fn, *xs, max_time=2.0).median
+        except grading.TimeLimit:
+            v.on_gpu("at least 1.3× faster than the starter", False,
+                     f"still timing after {EXERCISE_TIME_LIMIT_S:.0f} s")
+        except Exception as err:  # the reader's code on the GPU: a line, not a traceback
+            v.on_gpu("at least 1.3× faster than the starter", False,
+                     f"{type(err).__name__}: {_device_first_line(err)}")
+        else:
+            v.on_gpu("at least 1.3× faster than the starter", slow / fast >= 1.3, f"{slow / fast:.2f}×")
+    else:
+        v.on_gpu("at least 1.3× faster than the starter", None)
+    return v

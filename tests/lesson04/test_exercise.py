@@ -1,0 +1,100 @@
+"""Lesson 04 (launch overhead, fusion and the three regimes, forum seed 003): the exercise checker (exercise.py)."""
+import pytest
+import torch
+
+from lessons_lib import lesson04_launch_overhead as L
+from lessons_lib.lesson04_launch_overhead import exercise
+
+
+# --- the exercise checker --------------------------------------------------------------------------
+def _checks(v):
+    return {name.split(" (")[0]: ok for name, ok, _d in v.checks}
+
+
+def test_checker_fails_the_starter_on_ops_not_correctness():
+    v = L.check_exercise(L.exercise_starter)
+    c = _checks(v)
+    assert not v.passed
+    assert c["output and gradients match float64 at 4 shapes"] is True
+    assert c["launches at most 2 ops"] is False
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, s, b: torch.addcmul(b, x, s).relu_(),
+    lambda x, s, b: torch.addcmul(b, x, s).clamp_(min=0),
+])
+def test_checker_passes_two_op_rewrites(fn):
+    v = L.check_exercise(fn).on_every_machine()  # the [GPU] timing line is a claim, not a unit test
+    assert v.passed, str(v)
+
+
+@pytest.mark.parametrize("fn, failing", [
+    (lambda x, s, b: torch.relu(x * s - b), "output and gradients match float64 at 4 shapes"),
+    (lambda x, s, b: torch.addcmul(b, x, s).relu_() * float("nan"), "output and gradients match float64 at 4 shapes"),
+    (lambda x, s, b: x @ s, "returns a tensor of the input's shape"),
+    (lambda x, s, b: None, "returns a tensor of the input's shape"),
+    (lambda x, s, b: torch.addcmul(b, x, s).relu_().detach(), "output is part of the autograd graph"),
+    (lambda x, s, b: x.mul_(s).add_(b).relu_(), "runs forward and backward"),  # in place on a leaf
+    (lambda x, s, b: 1 / 0, "runs forward and backward"),
+])
+def test_checker_turns_wrong_code_into_a_failed_line(fn, failing):
+    v = L.check_exercise(fn)
+    assert not v.passed, str(v)
+    assert _checks(v)[failing] is False, str(v)
+
+
+def test_checker_stops_a_runaway_function(monkeypatch):
+    monkeypatch.setattr(exercise, "EXERCISE_TIME_LIMIT_S", 0.3)
+
+    def forever(x, s, b):
+        while True:
+            pass
+
+    v = L.check_exercise(forever)
+    assert not v.passed
+    assert _checks(v)["finishes"] is False
+
+
+def test_checker_reference_is_computed_before_the_readers_code_runs():
+    def clobbers_then_right(x, s, b):
+        with torch.no_grad():
+            s.zero_()  # changes the caller's tensor; the reference must not see it
+        return torch.addcmul(b, x, s).relu_()
+
+    v = L.check_exercise(clobbers_then_right)
+    assert _checks(v)["output and gradients match float64 at 4 shapes"] is False
+
+
+def test_checker_traces_code_that_reads_values_on_the_cpu():
+    def reads_a_value(x, s, b):
+        if float(s[0].detach()) < -1e9:  # meta tensors have no values: the trace falls back to the CPU
+            s = s.abs()
+        return torch.addcmul(b, x, s).relu_()
+
+    v = L.check_exercise(reads_a_value)
+    c = _checks(v)
+    assert "its op trace can be taken" not in c
+    assert c["output and gradients match float64 at 4 shapes"] is True
+    assert c["allocates one output"] is True
+    assert "_local_scalar_dense" in str(v) and "traced on CPU" in str(v)  # the read is an op (a sync on a GPU)
+
+
+@pytest.mark.parametrize("fn, failing", [
+    (lambda x, s, b: torch.addcmul(b, x, s).relu_().double(), "returns a tensor of the input's dtype"),
+    (lambda x, s, b: (x > 0).int(), "returns a tensor of the input's dtype"),
+    (lambda x, s, b: (torch.addcmul(b, x, s).relu_(),), "returns a tensor of the input's shape"),
+    (lambda x, s, b: torch.relu(x.detach() * s + b), "gradients reach x, scale and bias"),
+    (lambda x, s, b: torch.addcmul(b, x, s).relu_() + float("inf"), "output and gradients match float64 at 4 shapes"),
+    (None, "runs forward and backward"),  # not even a function
+])
+def test_checker_turns_garbage_into_a_failed_line(fn, failing):
+    v = L.check_exercise(fn)
+    assert not v.passed, str(v)
+    assert _checks(v)[failing] is False, str(v)
+
+
+def test_checker_turns_a_trace_failure_into_a_line(monkeypatch):
+    monkeypatch.setattr(exercise, "trace_ops", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no trace today")))
+    v = L.check_exercise(lambda x, s, b: torch.addcmul(b, x, s).relu_())
+    assert _checks(v)["its op trace can be taken"] is False
+    assert "no trace today" in str(v)
