@@ -96,6 +96,9 @@ def fixed_step(model: nn.Module, x, g):
     model(x).backward(g)
 
 
+# --- the limit on 'in place': autograd's version counter --------------------------------------------
+
+
 def inplace_on_a_saved_tensor() -> str:
     """What autograd says when an in-place op overwrites a tensor it saved for backward: the limit on
     'in place'. `y = x * w` saves x (w's gradient needs it); `x.add_(1)` then bumps x's version
@@ -115,7 +118,7 @@ def inplace_on_a_saved_tensor() -> str:
     return "backward after x.add_(1) was allowed (this torch did not check the saved tensor's version)"
 
 
-# --- what fusion's gain is made of: bytes, the allocator, threads --------------------------------
+# --- eager PseudoLinear without the allocator (fusion.py times it against the compiled function) -
 
 
 def pseudo_linear_reused(x, W, w, b, t, y):

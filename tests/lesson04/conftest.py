@@ -13,9 +13,9 @@ def _boom(*args, **kwargs):
 
 @pytest.fixture
 def no_allocation(monkeypatch):
-    from lessons_lib import lesson04_launch_overhead as L
+    from lessons_lib.lesson04_launch_overhead import lessons
 
-    for lesson in (L.LESSON, L.TRAIN_LESSON):
+    for lesson in (lessons.LESSON, lessons.TRAIN_LESSON):
         monkeypatch.setattr(lesson, "make_inputs", _boom)
     for name in ("randn", "rand", "zeros", "ones"):
         monkeypatch.setattr(torch, name, _boom)

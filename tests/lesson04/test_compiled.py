@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from lessons_lib import compiling, timing
-from lessons_lib import lesson04_launch_overhead as L
+from lessons_lib.lesson04_launch_overhead import compiled, lessons, variants
 from .helpers import DEVICES, SMALL
 
 
@@ -18,7 +18,7 @@ def test_compile_problem_is_a_sentence_or_none():
 def test_no_torch_compile_is_explained(monkeypatch):
     monkeypatch.delattr(torch, "compile")
     assert "has no torch.compile" in compiling.problem("cpu")
-    c = compiling.compile_cold(L.pseudo_linear, *L.make_inputs(SMALL, "cpu", torch.float32))
+    c = compiling.compile_cold(variants.pseudo_linear, *lessons.make_inputs(SMALL, "cpu", torch.float32))
     assert not c.ok
     assert "torch.compile was not run" in str(c)
 
@@ -38,7 +38,8 @@ def test_a_failing_backend_becomes_a_problem_not_a_traceback():
     def broken(gm, example_inputs):
         raise RuntimeError("backend exploded")
 
-    c = compiling.compile_cold(L.pseudo_linear, *L.make_inputs(SMALL, "cpu", torch.float32), backend=broken)
+    c = compiling.compile_cold(variants.pseudo_linear, *lessons.make_inputs(SMALL, "cpu", torch.float32),
+                               backend=broken)
     assert not c.ok
     assert "backend exploded" in c.problem
 
@@ -46,17 +47,17 @@ def test_a_failing_backend_becomes_a_problem_not_a_traceback():
 def test_prepare_refuses_with_a_sentence_when_it_cannot_compile(monkeypatch):
     monkeypatch.setattr(compiling, "problem", lambda *a, **k: "no compiler here.")
     with pytest.raises(ValueError, match="no compiler here"):
-        L._prepare_compiled(L.pseudo_linear, *L.make_inputs(SMALL, "cpu", torch.float32))
+        lessons._prepare_compiled(variants.pseudo_linear, *lessons.make_inputs(SMALL, "cpu", torch.float32))
 
 
 def test_compile_and_compare_explains_instead_of_raising(monkeypatch):
     monkeypatch.setattr(compiling, "problem", lambda *a, **k: "no compiler here.")
-    out = L.compile_and_compare(SMALL, "cpu")
+    out = compiled.compile_and_compare(SMALL, "cpu")
     assert str(out) == "torch.compile was not run: no compiler here."
 
 
 def test_recording_backend_sees_one_graph_of_two_ops_a_layer():
-    rec = L.fused_graphs({"width": 16, "batch": 8, "layers": 3})
+    rec = compiled.fused_graphs({"width": 16, "batch": 8, "layers": 3})
     assert rec.problem is None
     assert rec.breaks == 0
     fwd = rec.of_kind("forward")[0].ops
@@ -66,7 +67,7 @@ def test_recording_backend_sees_one_graph_of_two_ops_a_layer():
 
 
 def test_recording_backend_records_the_backward_graph_for_training():
-    rec = L.fused_graphs({"width": 16, "batch": 8, "layers": 2}, training=True)
+    rec = compiled.fused_graphs({"width": 16, "batch": 8, "layers": 2}, training=True)
     assert [g.kind for g in rec.graphs] == ["dynamo", "forward", "backward"]
     assert "mul" in rec.of_kind("backward")[0].ops
 
@@ -101,7 +102,7 @@ def test_kernel_excerpt_keeps_the_arithmetic():
 
 
 def test_compiled_training_step_is_checked_without_inductor_on_cpu():
-    out = L.compiled_training_check({"width": 8, "batch": 4, "layers": 2}, "cpu")
+    out = compiled.compiled_training_check({"width": 8, "batch": 4, "layers": 2}, "cpu")
     assert "aot_eager_decomp_partition" in out
     assert "✓ all 2 variants match" in out
 
@@ -112,9 +113,10 @@ def test_compiled_run_names_the_regimes_and_slower_is_slower():
         return timing.Timing("x", median, 0.0, [median], 1, "", "cpu")
 
     big, small = {"width": 256, "batch": 16384, "layers": 4}, {"width": 16, "batch": 16, "layers": 4}
-    cr = L.CompiledRun(compiling.Compiled(fn=print, backend="inductor", cold_s=2.0), big, correct="✓",
-                       eager=fake(2.0), fused=fake(1.0), small=(fake(1.0), fake(2.0)), small_params=small,
-                       regimes={L._shape(big): ("memory", "memory"), L._shape(small): ("overhead", "overhead")})
+    cr = compiled.CompiledRun(compiling.Compiled(fn=print, backend="inductor", cold_s=2.0), big, correct="✓",
+                              eager=fake(2.0), fused=fake(1.0), small=(fake(1.0), fake(2.0)), small_params=small,
+                              regimes={lessons._shape(big): ("memory", "memory"),
+                                       lessons._shape(small): ("overhead", "overhead")})
     text = str(cr)
     assert "eager PseudoLinear memory-bound" in text
     assert "eager PseudoLinear overhead-bound" in text
@@ -126,4 +128,4 @@ def test_compiled_run_names_the_regimes_and_slower_is_slower():
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_and_compare_explains_or_runs_on_each_device(device, monkeypatch):
     monkeypatch.setattr(compiling, "problem", lambda *a, **k: "no compiler here.")
-    assert str(L.compile_and_compare(SMALL, device)) == "torch.compile was not run: no compiler here."
+    assert str(compiled.compile_and_compare(SMALL, device)) == "torch.compile was not run: no compiler here."

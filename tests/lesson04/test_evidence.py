@@ -4,33 +4,33 @@ import pytest
 import torch
 
 from lessons_lib import roofline, trace
-from lessons_lib import lesson04_launch_overhead as L
+from lessons_lib.lesson04_launch_overhead import evidence, explore, lessons, variants
 from .helpers import DEVICES, TINY
 
 
 # --- look inside: traces on meta ---------------------------------------------------------------------
 def test_linear_runs_one_schoolbook_gemm_per_layer():
-    t = L.LESSON.traces(L.THREAD_SHAPE)["Linear"]
+    t = lessons.LESSON.traces(lessons.THREAD_SHAPE)["Linear"]
     assert [(op.name, op.gemm) for op in t.gemms] == [("addmm", (1, 32768, 160, 160))] * 4
     assert t.flops == 4 * 2 * 32768 * 160 * 160
-    assert "addmm: (32768 × 160) @ (160 × 160), 1,677,721,600 FLOPs" in L.gemm_evidence()
+    assert "addmm: (32768 × 160) @ (160 × 160), 1,677,721,600 FLOPs" in evidence.gemm_evidence()
 
 
 @pytest.mark.parametrize("name, per_layer", [("PseudoLinear", 2), ("addcmul", 1), ("Linear", 1)])
 def test_launches_per_layer(name, per_layer):
-    work = L.LESSON.work({"width": 160, "batch": 256, "layers": 4})
+    work = lessons.LESSON.work({"width": 160, "batch": 256, "layers": 4})
     assert work[name].launches == 4 * per_layer
 
 
 def test_pseudolinear_moves_twice_the_bytes_of_addcmul():
-    work = L.LESSON.work({"width": 160, "batch": 256, "layers": 4})
+    work = lessons.LESSON.work({"width": 160, "batch": 256, "layers": 4})
     act = 256 * 160 * 4
     assert work["PseudoLinear"].bytes >= 4 * 4 * act  # mul and add each read and write an activation
     assert work["addcmul"].bytes < 0.6 * work["PseudoLinear"].bytes
 
 
 def test_work_comparison_says_pseudolinear_saves_flops_not_bytes():
-    text = L.work_comparison(L.THREAD_SHAPE)
+    text = evidence.work_comparison(lessons.THREAD_SHAPE)
     assert "PseudoLinear: 0.00 GFLOP" in text
     assert "fewer bytes than" not in text
     cpu, gpu = text.splitlines()[1:3]
@@ -39,7 +39,7 @@ def test_work_comparison_says_pseudolinear_saves_flops_not_bytes():
 
 
 def test_linear_moves_half_of_pseudolinears_bytes_on_a_gpu_and_as_many_on_a_cpu():
-    w = L.LESSON.work(L.THREAD_SHAPE)
+    w = lessons.LESSON.work(lessons.THREAD_SHAPE)
     lin, pseudo = w["Linear"], w["PseudoLinear"]
     B, N, layers, e = 32768, 160, 4, 4
     assert lin.lt_bias_bytes == layers * 2 * B * N * e  # the bias copy: written, then read back
@@ -52,7 +52,7 @@ def test_linear_moves_half_of_pseudolinears_bytes_on_a_gpu_and_as_many_on_a_cpu(
 
 
 def test_module_and_functional_linear_are_compared_like_with_like():
-    cases = {label: args for label, _fn, args in L.overhead_cases(torch.device("cpu"))}
+    cases = {label: args for label, _fn, args in evidence.overhead_cases(torch.device("cpu"))}
     (row, weight, bias), = [a for label, a in cases.items() if label.startswith("F.linear")]
     assert weight.requires_grad and bias.requires_grad  # as the module's own parameters: autograd records both
     assert isinstance(weight, torch.nn.Parameter) and isinstance(bias, torch.nn.Parameter)
@@ -61,7 +61,7 @@ def test_module_and_functional_linear_are_compared_like_with_like():
 # --- the regime classifier (the toolkit's Peaks.regime) on shapes where it is not in doubt -----------
 @pytest.fixture(scope="module")
 def cpu_peaks():
-    return L.peaks("cpu")
+    return evidence.peaks("cpu")
 
 
 def test_peaks_have_a_measured_per_op_overhead_on_cpu(cpu_peaks):
@@ -76,24 +76,24 @@ def test_peaks_have_a_measured_per_op_overhead_on_cpu(cpu_peaks):
 def test_classifier_verdicts(cpu_peaks, fn, shapes, regime):
     work = roofline.Work.of(fn, *(torch.empty(s, device="meta") for s in shapes))
     assert cpu_peaks.regime(work) == regime
-    terms = L.regime_terms(work, cpu_peaks)
+    terms = evidence.regime_terms(work, cpu_peaks)
     assert max(terms, key=terms.get) == regime
     assert max(terms.values()) == pytest.approx(cpu_peaks.floor(work))
 
 
 def test_regimes_at_the_three_recorded_cpu_shapes(cpu_peaks):
-    tiny, big_elementwise, big_gemm = L.REGIME_SHAPES["cpu"]
-    assert set(L.regimes(tiny, "cpu").values()) == {"overhead"}
-    assert L.regimes(big_elementwise, "cpu")["PseudoLinear"] == "memory"
-    assert L.regimes(big_gemm, "cpu")["Linear"] == "compute"
+    tiny, big_elementwise, big_gemm = explore.REGIME_SHAPES["cpu"]
+    assert set(evidence.regimes(tiny, "cpu").values()) == {"overhead"}
+    assert evidence.regimes(big_elementwise, "cpu")["PseudoLinear"] == "memory"
+    assert evidence.regimes(big_gemm, "cpu")["Linear"] == "compute"
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_peaks_know_whether_the_bias_copy_is_real(device):
-    pk = L.peaks(device)
+    pk = evidence.peaks(device)
     assert pk.cuda == (device == "cuda")
-    x, W, w, b = L.make_inputs({"width": 8, "batch": 4, "layers": 1}, device, torch.float32)
-    t = trace.trace_ops(L.linear, x, W, w, b)
+    x, W, w, b = lessons.make_inputs({"width": 8, "batch": 4, "layers": 1}, device, torch.float32)
+    t = trace.trace_ops(variants.linear, x, W, w, b)
     (op,) = t.named("addmm")
     if device == "cuda":  # traced on CUDA tensors: cuBLASLt's epilogue, no copy to model
         assert op.inner_copy_bytes == 0 and t.lt_saved_bytes == 0
@@ -103,7 +103,7 @@ def test_peaks_know_whether_the_bias_copy_is_real(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_gpu_only_evidence_is_none_without_a_gpu_and_present_with_one(device):
-    lat, names = L.gpu_launch_latency(device, n=5), L.gpu_kernels(TINY, device)
+    lat, names = evidence.gpu_launch_latency(device, n=5), evidence.gpu_kernels(TINY, device)
     if device == "cpu":
         assert lat is None and names is None
     else:
@@ -116,8 +116,8 @@ def test_gpu_only_evidence_is_none_without_a_gpu_and_present_with_one(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_rate_summary_on_each_device(device, one_thread):
-    run = L.LESSON.run({"width": 64, "batch": 64, "layers": 1}, device, variants=["Linear"], min_run_time=0.01)
-    text = L.rate_summary(run, L.peaks(device))
+    run = lessons.LESSON.run({"width": 64, "batch": 64, "layers": 1}, device, variants=["Linear"], min_run_time=0.01)
+    text = evidence.rate_summary(run, evidence.peaks(device))
     assert "GFLOP/s counted as 2·batch·width² FLOPs" in text
     if device == "cuda" and roofline.datasheet(torch.cuda.get_device_name(), torch.float32):
         assert "datasheet peak" in text

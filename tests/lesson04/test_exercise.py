@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from lessons_lib import lesson04_launch_overhead as L
 from lessons_lib.lesson04_launch_overhead import exercise
+
 
 
 # --- the exercise checker --------------------------------------------------------------------------
@@ -12,7 +12,7 @@ def _checks(v):
 
 
 def test_checker_fails_the_starter_on_ops_not_correctness():
-    v = L.check_exercise(L.exercise_starter)
+    v = exercise.check_exercise(exercise.exercise_starter)
     c = _checks(v)
     assert not v.passed
     assert c["output and gradients match float64 at 4 shapes"] is True
@@ -24,7 +24,7 @@ def test_checker_fails_the_starter_on_ops_not_correctness():
     lambda x, s, b: torch.addcmul(b, x, s).clamp_(min=0),
 ])
 def test_checker_passes_two_op_rewrites(fn):
-    v = L.check_exercise(fn).on_every_machine()  # the [GPU] timing line is a claim, not a unit test
+    v = exercise.check_exercise(fn).on_every_machine()  # the [GPU] timing line is a claim, not a unit test
     assert v.passed, str(v)
 
 
@@ -38,7 +38,7 @@ def test_checker_passes_two_op_rewrites(fn):
     (lambda x, s, b: 1 / 0, "runs forward and backward"),
 ])
 def test_checker_turns_wrong_code_into_a_failed_line(fn, failing):
-    v = L.check_exercise(fn)
+    v = exercise.check_exercise(fn)
     assert not v.passed, str(v)
     assert _checks(v)[failing] is False, str(v)
 
@@ -50,7 +50,7 @@ def test_checker_stops_a_runaway_function(monkeypatch):
         while True:
             pass
 
-    v = L.check_exercise(forever)
+    v = exercise.check_exercise(forever)
     assert not v.passed
     assert _checks(v)["finishes"] is False
 
@@ -61,7 +61,7 @@ def test_checker_reference_is_computed_before_the_readers_code_runs():
             s.zero_()  # changes the caller's tensor; the reference must not see it
         return torch.addcmul(b, x, s).relu_()
 
-    v = L.check_exercise(clobbers_then_right)
+    v = exercise.check_exercise(clobbers_then_right)
     assert _checks(v)["output and gradients match float64 at 4 shapes"] is False
 
 
@@ -71,7 +71,7 @@ def test_checker_traces_code_that_reads_values_on_the_cpu():
             s = s.abs()
         return torch.addcmul(b, x, s).relu_()
 
-    v = L.check_exercise(reads_a_value)
+    v = exercise.check_exercise(reads_a_value)
     c = _checks(v)
     assert "its op trace can be taken" not in c
     assert c["output and gradients match float64 at 4 shapes"] is True
@@ -88,13 +88,13 @@ def test_checker_traces_code_that_reads_values_on_the_cpu():
     (None, "runs forward and backward"),  # not even a function
 ])
 def test_checker_turns_garbage_into_a_failed_line(fn, failing):
-    v = L.check_exercise(fn)
+    v = exercise.check_exercise(fn)
     assert not v.passed, str(v)
     assert _checks(v)[failing] is False, str(v)
 
 
 def test_checker_turns_a_trace_failure_into_a_line(monkeypatch):
     monkeypatch.setattr(exercise, "trace_ops", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no trace today")))
-    v = L.check_exercise(lambda x, s, b: torch.addcmul(b, x, s).relu_())
+    v = exercise.check_exercise(lambda x, s, b: torch.addcmul(b, x, s).relu_())
     assert _checks(v)["its op trace can be taken"] is False
     assert "no trace today" in str(v)

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from lessons_lib import roofline
-from lessons_lib import lesson04_launch_overhead as L
-from lessons_lib.lesson04_launch_overhead import explore
+from lessons_lib.lesson04_launch_overhead import evidence, explore, lessons
 from .helpers import DEVICES, TINY
 
 
@@ -22,22 +21,22 @@ from .helpers import DEVICES, TINY
 ])
 def test_explorer_refuses_bad_input_before_allocating(no_allocation, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        L.explorer("cpu").run(**kwargs)
+        explore.explorer("cpu").run(**kwargs)
 
 
 def test_a_too_big_shape_is_refused_with_its_estimate(no_allocation):
     with pytest.raises(ValueError, match=r"needs about [\d.]+ GiB"):
-        L.TRAIN_LESSON.check({"width": 16384, "batch": 1 << 20, "layers": 2}, "cpu", torch.float32)
+        lessons.TRAIN_LESSON.check({"width": 16384, "batch": 1 << 20, "layers": 2}, "cpu", torch.float32)
 
 
 def test_explorer_names_each_variants_regime_in_words(one_thread):
-    ex = L.explorer("cpu")
+    ex = explore.explorer("cpu")
     ex.min_run_time = 0.01
     run, fig = ex.run(width=8, batch=4, layers=1)
     try:
         assert isinstance(fig, matplotlib.figure.Figure)
         assert set(run.timings) == {"Linear", "PseudoLinear", "addcmul"}
-        assert ex.regimes(run) == L.regimes(run.params, "cpu")  # the toolkit's classifier, same verdicts
+        assert ex.regimes(run) == evidence.regimes(run.params, "cpu")  # the toolkit's classifier, same verdicts
         line = ex.regime_line(run)
         for name, regime in ex.regimes(run).items():
             assert f"{name} {regime}-bound" in line
@@ -47,12 +46,12 @@ def test_explorer_names_each_variants_regime_in_words(one_thread):
 
 
 def test_explorer_offers_linear_with_tf32_and_its_trace_is_marked():
-    ex = L.explorer("cpu", tf32=True)
+    ex = explore.explorer("cpu", tf32=True)
     assert "Linear (TF32)" in [v.name for v in ex.lesson.variants]
-    assert "Linear (TF32)" not in [v.name for v in L.explorer("cpu", tf32=False).lesson.variants]
-    assert L.has_tf32("cpu") is False
+    assert "Linear (TF32)" not in [v.name for v in explore.explorer("cpu", tf32=False).lesson.variants]
+    assert lessons.has_tf32("cpu") is False
     before = torch.backends.cuda.matmul.allow_tf32
-    work = L.with_tf32(L.LESSON).work(L.THREAD_SHAPE)
+    work = lessons.with_tf32(lessons.LESSON).work(lessons.THREAD_SHAPE)
     assert torch.backends.cuda.matmul.allow_tf32 == before  # the variant restores PyTorch's setting
     assert work["Linear (TF32)"].tf32_flops == work["Linear"].flops > 0
     assert work["Linear"].tf32_flops == 0  # PyTorch's default: no TF32 for matmuls
@@ -63,18 +62,18 @@ def test_explorer_offers_linear_with_tf32_and_its_trace_is_marked():
 
 def test_explorer_counts_a_compiled_forward_as_one_fused_kernel():
     p = {"width": 8, "batch": 4, "layers": 3}
-    fused = L.compiled_work(p)["compiled"]
-    eager = L.LESSON.work(p)["PseudoLinear"]
+    fused = lessons.compiled_work(p)["compiled"]
+    eager = lessons.LESSON.work(p)["PseudoLinear"]
     assert (fused.launches, eager.launches) == (1, 6)
     assert fused.bytes < eager.bytes
-    ex = L.explorer("cpu", compiled=True)
-    assert ex.work_of is L.compiled_work
-    assert L.explorer("cpu", compiled=False).work_of is None
+    ex = explore.explorer("cpu", compiled=True)
+    assert ex.work_of is lessons.compiled_work
+    assert explore.explorer("cpu", compiled=False).work_of is None
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_explorer_names_regimes_on_each_device(device, one_thread):
-    ex = L.explorer(device)
+    ex = explore.explorer(device)
     ex.min_run_time = 0.01
     run, fig = ex.run(**TINY)
     plt.close(fig)
@@ -86,16 +85,16 @@ def test_explorer_names_regimes_on_each_device(device, one_thread):
 def test_record_quick_on_cpu(monkeypatch, one_thread):
     monkeypatch.setattr(explore, "WIDTHS_CPU", [8, 16])
     monkeypatch.setattr(explore, "BATCHES_CPU", [4, 8])
-    monkeypatch.setitem(L.REGIME_SHAPES, "cpu", [{"width": 8, "batch": 8, "layers": 2}])
+    monkeypatch.setitem(explore.REGIME_SHAPES, "cpu", [{"width": 8, "batch": 8, "layers": 2}])
     for p, v in (("width", 16), ("batch", 16)):
-        monkeypatch.setattr(L.LESSON.param(p), "cpu", v)
-    out = L.record(torch.device("cpu"), quick=True)
+        monkeypatch.setattr(lessons.LESSON.param(p), "cpu", v)
+    out = explore.record(torch.device("cpu"), quick=True)
     assert set(out["overhead"]) >= {"1-element add", "nn.Linear(1, 1) module call"}
     assert out["regimes"][0]["variants"]["PseudoLinear"]["regime"] in {"overhead", "memory", "compute"}
     assert out["headline"]["variants"]["Linear"]["floor"] > 0
     assert set(out["sweeps"]) == {"width", "batch"}
     assert "compiled" not in out
-    bars = {t["name"]: t for t in L.targets("cpu", out)}
+    bars = {t["name"]: t for t in explore.targets("cpu", out)}
     assert bars["04 per-op overhead, a 1-element add (µs, measured)"]["ok"] is True
     assert bars["04 shapes with every variant's regime recorded"]["ok"] is False  # one shape when quick
 
@@ -110,7 +109,7 @@ def _section(fusion, decided=True):
 @pytest.mark.parametrize("fusion, decided, ok", [(2.4, True, True), (0.9, True, False), (11.0, True, False),
                                                  (2.4, False, False)])
 def test_targets_hold_fusion_to_the_bytes_bound(fusion, decided, ok):
-    bar, alloc = L.targets("cpu", _section(fusion, decided))
+    bar, alloc = explore.targets("cpu", _section(fusion, decided))
     assert bar["ok"] is ok and "bytes bound 8.0×" in bar["name"]
     assert alloc["bar"].startswith("info") and "131,080 minor page faults" in alloc["name"]
-    assert L.targets("cuda", _section(fusion))[0]["ok"] is None  # a GPU's bars are claim tests
+    assert explore.targets("cuda", _section(fusion))[0]["ok"] is None  # a GPU's bars are claim tests

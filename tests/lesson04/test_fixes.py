@@ -5,12 +5,13 @@ import re
 import pytest
 import torch
 
-from lessons_lib import lesson04_launch_overhead as L
+from lessons_lib.lesson04_launch_overhead import fixes
+
 from .helpers import DEVICES
 
 
 def test_in_place_saves_memory_not_launches():
-    lines = L.by_hand_table({"width": 160, "batch": 256, "layers": 4}).splitlines()[2:]
+    lines = fixes.by_hand_table({"width": 160, "batch": 256, "layers": 4}).splitlines()[2:]
     table = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line.strip()) for line in lines)}
     assert table["PseudoLinear"][0] == table["mul + add_"][0] == "8"  # same launches...
     assert table["mul + add_"][1] == "640.0 KiB"
@@ -19,14 +20,14 @@ def test_in_place_saves_memory_not_launches():
 
 
 def test_foreach_sgd_is_one_op_for_many_tensors():
-    ops = L.optimizer_ops(n_tensors=16)
+    ops = fixes.optimizer_ops(n_tensors=16)
     assert ops["for loop"] == ["add_"] * 16
     assert ops["foreach"] == ["_foreach_add_"]
 
 
 # --- every fix against float64, forward and training step --------------------------------------------
 def test_every_fix_is_checked_forward_training_and_optimizer():
-    text = L.check_fixes("cpu")
+    text = fixes.check_fixes("cpu")
     assert text.count("✓") == 3, text
     assert "mul + add_" in text.splitlines()[0]  # the in-place rewrite is checked forward too
 
@@ -38,9 +39,9 @@ def test_foreach_check_fails_a_wrong_optimizer(monkeypatch):
         return real(params, **{**kw, "lr": kw["lr"] * (1.5 if kw.get("foreach") else 1)})
 
     monkeypatch.setattr(torch.optim, "SGD", sloppy)
-    assert L.foreach_check().startswith("✗")
+    assert fixes.foreach_check().startswith("✗")
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_fixes_are_checked_on_each_device(device):
-    assert L.check_fixes(device).count("✓") == 3
+    assert fixes.check_fixes(device).count("✓") == 3

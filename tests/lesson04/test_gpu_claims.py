@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lessons_lib import compiling, trace
-from lessons_lib import lesson04_launch_overhead as L
+from lessons_lib.lesson04_launch_overhead import compiled, explore, fusion, lessons, variants
 
 
 # --- GPU claims (skipped without CUDA); each bar derived from the roofline --------------------------
@@ -16,7 +16,7 @@ def test_gpu_width_160_pseudolinear_is_less_than_2x_faster():
     # less with TF32. The bar, 2×, is that prediction with 25 % margin; FLOPs alone would say 160×.
     dev = torch.device("cuda")
     p = {"width": 160, "batch": 32768, "layers": 4}
-    run = L.LESSON.run(p, dev, variants=["Linear", "PseudoLinear"], min_run_time=0.5)
+    run = lessons.LESSON.run(p, dev, variants=["Linear", "PseudoLinear"], min_run_time=0.5)
     ratio = run.timings["Linear"].median / run.timings["PseudoLinear"].median
     assert ratio < 2, f"PseudoLinear {ratio:.2f}× faster than Linear at width 160"
 
@@ -26,9 +26,9 @@ def test_gpu_compiled_chain_launches_one_kernel_where_eager_launches_four():
     # Two layers of x * w + b: eager launches mul, add, mul, add (4 kernels); Inductor fuses the
     # pointwise chain into one kernel that reads x once and writes the output once.
     dev = torch.device("cuda")
-    inputs = L.make_inputs({"width": 1024, "batch": 4096, "layers": 2}, dev, torch.float32)
-    eager = trace.kernels(L.pseudo_linear, *inputs)
-    c = compiling.compile_cold(L.pseudo_linear, *inputs)
+    inputs = lessons.make_inputs({"width": 1024, "batch": 4096, "layers": 2}, dev, torch.float32)
+    eager = trace.kernels(variants.pseudo_linear, *inputs)
+    c = compiling.compile_cold(variants.pseudo_linear, *inputs)
     assert c.ok, c.problem
     fused = trace.kernels(c.fn, *inputs)
     assert len(eager) >= 3, (eager, fused)
@@ -41,7 +41,7 @@ def test_gpu_pseudolinear_5x_faster_than_linear_at_width_8192():
     # H100 even with TF32 (495 TFLOP/s, 3.35 TB/s). The bar, 5×, leaves that worst case 30 % margin.
     dev = torch.device("cuda")
     p = {"width": 8192, "batch": 32768, "layers": 1}
-    run = L.LESSON.run(p, dev, variants=["Linear", "PseudoLinear"], min_run_time=0.5)
+    run = lessons.LESSON.run(p, dev, variants=["Linear", "PseudoLinear"], min_run_time=0.5)
     ratio = run.timings["Linear"].median / run.timings["PseudoLinear"].median
     assert ratio >= 5, f"PseudoLinear only {ratio:.2f}× faster than Linear at width 8192"
 
@@ -53,12 +53,13 @@ def test_gpu_fusion_gain_is_within_the_bytes_bound():
     # (2·layers = 8 at 4 layers, from the traces). Bars: above 2× at a memory-bound shape (64 MiB
     # tensors), and at most the bytes bound with the targets' 25 % margin.
     dev = torch.device("cuda")
-    p = L.MEMORY_BOUND["cuda"]
-    cr = L.compile_and_compare(p, dev, min_run_time=0.5)
+    p = explore.MEMORY_BOUND["cuda"]
+    cr = compiled.compile_and_compare(p, dev, min_run_time=0.5)
     assert cr.compiled.ok, cr.compiled.problem
-    eager_b, fused_b = L.fusion_bytes(cr.params)
+    eager_b, fused_b = fusion.fusion_bytes(cr.params)
     ratio = cr.eager.median / cr.fused.median
-    assert 2 < ratio <= L.FUSION_MARGIN * eager_b / fused_b, f"fused {ratio:.2f}× eager, bound {eager_b / fused_b:.1f}×"
+    assert 2 < ratio <= explore.FUSION_MARGIN * eager_b / fused_b, \
+        f"fused {ratio:.2f}× eager, bound {eager_b / fused_b:.1f}×"
 
 
 @pytest.mark.gpu
@@ -66,8 +67,8 @@ def test_gpu_linear_launches_no_bias_copy_kernel():
     # cuBLASLt's bias epilogue (Blas.cpp, addmm_out_cuda_impl): F.linear with a 1-D bias launches the GEMM
     # alone, no elementwise copy of the bias before it.
     dev = torch.device("cuda")
-    x, W, w, b = L.make_inputs({"width": 256, "batch": 4096, "layers": 1}, dev, torch.float32)
-    names = trace.kernels(L.linear, x, W, w, b)
+    x, W, w, b = lessons.make_inputs({"width": 256, "batch": 4096, "layers": 1}, dev, torch.float32)
+    names = trace.kernels(variants.linear, x, W, w, b)
     if names is None:
         pytest.skip("the profiler cannot see CUDA here")
     assert not [n for n in names if "copy" in n.lower() or "elementwise" in n.lower()], names

@@ -3,20 +3,20 @@
 from lessons.py)."""
 import dataclasses
 
-from lessons_lib import lesson04_launch_overhead as L
 from lessons_lib.lesson import Variant
+from lessons_lib.lesson04_launch_overhead import lessons, variants
 from .helpers import SMALL
 
 
 # --- correctness: every variant computes PseudoLinear, forward and training step ----------------------
 def test_every_variant_matches_float64_forward_at_default_and_odd_shapes():
-    rows = L.LESSON.check_correct(seed=0)
-    assert len(rows) == 4 * len(L.LESSON.variants)
+    rows = lessons.LESSON.check_correct(seed=0)
+    assert len(rows) == 4 * len(lessons.LESSON.variants)
     assert [r[0] for r in rows if not r[4]] == []
 
 
 def test_every_variant_matches_float64_in_a_training_step():
-    rows = L.TRAIN_LESSON.check_correct(seed=0)
+    rows = lessons.TRAIN_LESSON.check_correct(seed=0)
     assert {r[0] for r in rows} == {"Linear", "PseudoLinear", "addcmul", "mul + add_"}
     assert [r[0] for r in rows if not r[4]] == []
 
@@ -27,13 +27,14 @@ def test_the_training_check_compares_weight_gradients():
             x = x * w[l].detach() + b[l] + 0 * w[l]
         return x
 
-    bad = dataclasses.replace(L.TRAIN_LESSON, variants=[*L.TRAIN_LESSON.variants, Variant("wrong", wrong_weight_grad)])
+    bad = dataclasses.replace(lessons.TRAIN_LESSON,
+                              variants=[*lessons.TRAIN_LESSON.variants, Variant("wrong", wrong_weight_grad)])
     rows = bad.check_correct([SMALL], seed=0)
     assert {r[0] for r in rows if not r[4]} == {"wrong"}
 
 
 def test_autograd_refuses_to_overwrite_a_saved_tensor_by_its_version_counter():
-    text = L.inplace_on_a_saved_tensor()
+    text = variants.inplace_on_a_saved_tensor()
     assert "RuntimeError" in text
     assert "modified by an inplace operation" in text  # the saved-tensor check, not the leaf rule
     assert "leaf" not in text

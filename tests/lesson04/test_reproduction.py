@@ -1,15 +1,15 @@
 """Lesson 04 (launch overhead, fusion and the three regimes, forum seed 003): the thread's benchmark reproduced, its
-three mistakes, its reported figures (reproduce.py)."""
+three mistakes, its reported figures (reproduction.py)."""
 import matplotlib.pyplot as plt
 import pytest
 
 from lessons_lib import noise
-from lessons_lib import lesson04_launch_overhead as L
+from lessons_lib.lesson04_launch_overhead import lessons, reproduction
 from .helpers import DEVICES
 
 
 def test_mistakes_table_shows_random_data_relu_and_the_extra_add():
-    rows = [line.split() for line in L.mistakes_table().splitlines()[2:]]
+    rows = [line.split() for line in reproduction.mistakes_table().splitlines()[2:]]
     table = {(r[0], r[1]): r[2:] for r in rows}
     ops, random, relu, add, _mul = table[("posted", "PseudoLinear")]
     assert random == "1"
@@ -25,12 +25,12 @@ def _rounds(**per):
 
 def test_summaries_follow_the_numbers_and_the_noise_rule():
     steady = dict(posted_Linear=[2.0] * 3, posted_PseudoLinear=[1.8] * 3, fixed_Linear=[2.0] * 3)
-    text = L.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[0.5] * 3))
+    text = reproduction.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[0.5] * 3))
     assert "fixed benchmark:  PseudoLinear is 4.00× as fast as Linear" in text
     assert "widened the gap" in text
-    assert "less than 10%" in L.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[1.8] * 3))
+    assert "less than 10%" in reproduction.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[1.8] * 3))
     # rounds that disagree: no conclusion, the noise rule's sentence instead
-    text = L.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[0.5, 1.8, 0.2, 3.0, 1.0]))
+    text = reproduction.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[0.5, 1.8, 0.2, 3.0, 1.0]))
     assert "not decided on this run" in text and "widened" not in text and "less than 10%" not in text
 
 
@@ -38,22 +38,22 @@ def test_summaries_follow_the_numbers_and_the_noise_rule():
 def test_thread_figures_come_from_the_reported_file():
     from lessons_lib import results
 
-    rec = results.for_lesson(L.LESSON_KEY, kinds="reported")[0]
-    rep = L.thread_report()
+    rec = results.for_lesson(lessons.LESSON_KEY, kinds="reported")[0]
+    rep = reproduction.thread_report()
     assert rep.label == rec.label() and "reported" in rep.label and "not named" in rep.label
     assert [(r["width"], r["iterations"]) for r in rep.runs] == [(160, 400), (1024, 40)]
-    tables = rec.lessons[L.LESSON_KEY]["speedups"]["tables"]
+    tables = rec.lessons[lessons.LESSON_KEY]["speedups"]["tables"]
     assert {n: list(t.values()) for n, t in rep.tables.items()} == {n: t["speedup"] for n, t in tables.items()}
     assert "graph" in list(rep.tables)[-1]  # the CUDA-graphs table last, as in the thread
-    assert not hasattr(L, "THREAD_TABLES") and not hasattr(L, "THREAD_RUNS")  # one copy: the file
+    assert not hasattr(reproduction, "THREAD_TABLES") and not hasattr(reproduction, "THREAD_RUNS")  # one copy: the file
 
 
 def test_reported_table_and_figure_carry_the_files_label():
-    label = L.thread_report().label
-    assert L.reported_table().splitlines()[0] == label
-    assert L.thread_runs_table().splitlines()[0] == label
-    assert "1.08×" in L.thread_runs_table()
-    fig = L.reported_figure()
+    label = reproduction.thread_report().label
+    assert reproduction.reported_table().splitlines()[0] == label
+    assert reproduction.thread_runs_table().splitlines()[0] == label
+    assert "1.08×" in reproduction.thread_runs_table()
+    fig = reproduction.reported_figure()
     assert label in fig.axes[0].get_title()
     plt.close(fig)
 
@@ -62,16 +62,16 @@ def test_without_the_reported_file_the_tables_say_so(monkeypatch):
     from lessons_lib import results
 
     monkeypatch.setattr(results, "for_lesson", lambda *a, **k: [])
-    assert L.thread_report() is None
-    assert "not in lessons_lib/reference" in L.reported_table()
-    assert "not in lessons_lib/reference" in L.thread_runs_table()
-    plt.close(L.reported_figure())
+    assert reproduction.thread_report() is None
+    assert "not in lessons_lib/reference" in reproduction.reported_table()
+    assert "not in lessons_lib/reference" in reproduction.thread_runs_table()
+    plt.close(reproduction.reported_figure())
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_reproduce_runs_both_benchmarks(device, one_thread):
-    cmp = L.reproduce(device, width=8, batch=4, layers=1, min_run_time=0.005, max_time=1.0)
+    cmp = reproduction.reproduce(device, width=8, batch=4, layers=1, min_run_time=0.005, max_time=1.0)
     assert set(cmp.names) == {"posted Linear", "posted PseudoLinear", "fixed Linear", "fixed PseudoLinear"}
     assert len(cmp.rounds["fixed Linear"]) >= noise.MIN_ROUNDS
-    assert L.reproduce_summary(cmp).startswith("posted benchmark: ")
-    assert "paired rounds" in L.reproduce_table(cmp)
+    assert reproduction.reproduce_summary(cmp).startswith("posted benchmark: ")
+    assert "paired rounds" in reproduction.reproduce_table(cmp)
