@@ -85,7 +85,11 @@ def test_measure_and_compare_example(capsys, tmp_path):
     ns, out = _run(5, capsys, tmp_path)
     t, cmp = ns["t"], ns["cmp"]
     assert t.label == "mm 256" and 0 < t.median < 1 and len(t.samples) >= 2
-    assert sorted(cmp.names) == ["loop", "vector"] and cmp.seconds <= 3 + 2  # max_time bounds new rounds
+    # No clock in the assertion (a busy machine may take any time): the budget's rule has its own test
+    # in test_noise.py (test_a_budget_stops_new_rounds_but_never_before_the_minimum).
+    from lessons_lib import noise
+    assert sorted(cmp.names) == ["loop", "vector"] and cmp.seconds > 0
+    assert noise.MIN_ROUNDS <= len(cmp.rounds["loop"]) == len(cmp.rounds["vector"]) <= noise.MAX_ROUNDS
     assert out.startswith("mm 256: ") and "per call" in out
     assert "vector is fastest" in out or "not decided" in out  # the noise rule's two honest answers
 
