@@ -44,7 +44,7 @@ from lessons_lib.lesson import harness_seconds  # noqa: E402
 
 EXPLORERS = {"01": L01.explorer, "02": L02.explorer, "03": L03.explorer, "04": L04.explorer,
              "05": L05.explorer, "06": L06.cat_explorer}
-MODEL_FILE = os.path.join(os.path.dirname(L01.__file__), "reference", "model-t4.json")
+MODEL_FILE = os.path.join(os.path.dirname(device_mod.__file__), "reference", "model-t4.json")
 
 
 def _wall(fn) -> float:
