@@ -13,7 +13,8 @@ import time
 import pytest
 import torch
 
-from lessons_lib import device, grading, lesson00_exercise, results, roofline, timing, trace
+from lessons_lib import device, grading, results, roofline, timing, trace
+from lessons_lib.lesson00_timing import exercise as lesson00_exercise
 from lessons_lib.lesson import Lesson, Param, Variant
 from lessons_lib.widgets import Explorer
 

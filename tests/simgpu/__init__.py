@@ -82,7 +82,8 @@ def pytest_configure(config):
 def _cpu_sized_gpu_work():
     """The simulated GPU computes on the CPU: shrink the library's GPU-sized measurement shapes so a
     simulated run takes CPU time (the branches taken are the same; no number here is reported)."""
-    from lessons_lib import lesson00_exercise, roofline
+    from lessons_lib import roofline
+    from lessons_lib.lesson00_timing import exercise as lesson00_exercise
 
     roofline.PEAK_MATMUL_N["cuda"] = roofline.PEAK_MATMUL_N["cpu"]
     lesson00_exercise.GPU_CHECK_N = 512

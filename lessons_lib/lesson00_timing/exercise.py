@@ -16,10 +16,10 @@ import time
 
 import torch
 
-from . import grading, timing
-from .device import has_cuda
-from .grading import Verdict
-from .launch_queue import SimulatedGPU, wait_until
+from .. import grading, timing
+from ..device import has_cuda
+from ..grading import Verdict
+from ..launch_queue import SimulatedGPU, wait_until
 
 # --- fake workloads of known duration (the exercise's test bench) ------------------------
 

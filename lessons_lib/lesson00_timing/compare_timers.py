@@ -1,0 +1,69 @@
+"""Lesson 00 on your own function: `compare` runs every wrong timer next to the harness."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .. import noise, timing
+from ..timing import Timing
+
+
+# --- try it on your own function ---------------------------------------------------------
+
+
+@dataclass
+class Compared:
+    """Every wrong timer next to the harness on one function, with each ratio decided by the noise rule."""
+
+    timings: list[Timing]  # the first call, then the last round's wrong timers, then the harness
+    ratios: dict[str, noise.Ratio]  # wrong timer label -> wrong / harness, one value per round
+    rounds: int
+
+    def verdicts(self) -> list[str]:
+        out = []
+        for label, r in self.ratios.items():
+            out.append(f"{label:22s} " + r.say("reports {r:.3g}× the harness median",
+                                               tie="agrees with the harness ({r:.2f}×)"))
+        return out
+
+    def __str__(self) -> str:
+        return (timing.table(self.timings) + f"\n\nwrong / harness, over {self.rounds} alternating rounds "
+                "(the first call: one cold sample, it cannot be repeated):\n" + "\n".join(self.verdicts()))
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def compare(fn, *args, min_run_time: float = 0.05, rounds: int = noise.ROUNDS, max_time: float = 8.0) -> Compared:
+    """Every wrong timer and the harness on `fn(*args)`. Use it on your own function.
+
+    The first call is timed once (it is only cold if nothing ran `fn` before in this process). The
+    other wrong timers and the harness then run in alternating rounds, and each wrong / harness
+    ratio is decided by the noise rule: said when the rounds agree, "not decided" when they do not."""
+    if not callable(fn):
+        raise ValueError("compare(fn, *args) needs a function first, e.g. compare(torch.mm, a, b).")
+    first = timing.wrong_first_call(fn, *args)
+    timers = {
+        "no sync": lambda: timing.wrong_no_sync(fn, *args, repeats=20),
+        "single run": lambda: timing.wrong_single_run(fn, *args),
+        "mean incl. cold start": lambda: timing.wrong_mean_with_cold_start(fn, *args),
+        "one CPU thread": lambda: timing.wrong_one_thread(fn, *args, min_run_time=min_run_time),
+        "harness": lambda: timing.measure(fn, *args, label="harness", min_run_time=min_run_time),
+    }
+    per: dict[str, list[float]] = {n: [] for n in timers}
+    last: dict[str, Timing] = {}
+    start, names = time.perf_counter(), list(timers)
+    for r in range(noise.MAX_ROUNDS):
+        for n in names if r % 2 == 0 else names[::-1]:
+            last[n] = timers[n]()
+            per[n].append(last[n].median)
+        done = r + 1
+        elapsed = time.perf_counter() - start
+        ratios = {n: noise.Ratio([a / h for a, h in zip(per[n], per["harness"])], num=n, den="harness")
+                  for n in names[:-1]}
+        if done < noise.MIN_ROUNDS:
+            continue
+        if (done >= rounds and all(x.decided for x in ratios.values())) or elapsed * (done + 1) / done > max_time:
+            break
+    ratios = {"first call": noise.from_timings(first, last["harness"]), **ratios}
+    return Compared([first, *(last[n] for n in names)], ratios, done)

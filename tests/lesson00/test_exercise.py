@@ -1,0 +1,164 @@
+"""Lesson 00's exercise: fake workloads of known duration and the checker that grades on them."""
+import time
+
+import pytest
+import torch
+
+from lessons_lib import lesson00_timing as L
+from lessons_lib import timing
+from lessons_lib.lesson00_timing import exercise as E
+
+from .helpers import first_call_only, in_milliseconds, mean_not_median, no_sync, solution
+
+
+def test_fake_workloads_take_their_stated_time():
+    # The stated durations are fixed; the wall clock is only checked from below (load adds time).
+    cold = E.FakeWorkload("cold")
+    assert [cold.duration(i) for i in range(3)] == [E.SLOW, E.STEADY, E.STEADY]
+    t0 = time.perf_counter()
+    cold()
+    assert time.perf_counter() - t0 >= E.SLOW
+    out = E.FakeWorkload("outliers")
+    assert {0, 2, 3} & E.OUTLIER_CALLS == set()
+    assert {1, 4} <= E.OUTLIER_CALLS
+    assert 0.02 < len(E.OUTLIER_CALLS) / E.MAX_CALLS < 0.06  # rare: about 1 call in 25
+    assert [out.duration(i) for i in range(5)] == [E.STEADY, E.SLOW, E.STEADY, E.STEADY, E.SLOW]
+    t0 = time.perf_counter()
+    out()
+    assert time.perf_counter() - t0 >= E.STEADY
+    with pytest.raises(ValueError, match="kind"):
+        E.FakeWorkload("warm")
+
+# --- the exercise checker -------------------------------------------------------------------
+
+BROKEN_VERDICT = """Exercise 00: an honest benchmark:
+  ✗ cold start: first call 100 ms, then 5 ms a call (reports too much: warm up before you start the clock)
+  ✗ rare outliers: 5 ms a call, about 1 call in 25 takes 100 ms (reports too much: take the median of many timed calls, not the mean or one call)
+  ✗ asynchronous: each call queues 5 ms of work and returns at once (reports too little: call sync() before you stop the clock)
+  – [GPU] agrees with timing.measure on a 4096×4096 matmul (no CUDA GPU here; the other checks do not depend on the machine)
+Not yet: fix the ✗ lines and run the checker again."""
+
+
+def _without_gpu_line(text: str) -> str:
+    """The verdict without its [GPU] line (on a GPU it is a timing; nbval's sanitizer blanks it too)."""
+    return "\n".join(line for line in text.splitlines() if "[GPU]" not in line)
+
+
+def test_broken_benchmark_fails_with_a_deterministic_verdict():
+    # the same on every machine, a GPU present or not: only the [GPU] line may differ
+    for _ in range(2):
+        v = L.check_exercise(L.broken_benchmark)
+        assert not v.passed
+        assert _without_gpu_line(str(v)) == _without_gpu_line(BROKEN_VERDICT)
+
+
+def test_solution_passes():
+    # The machine-independent lines. The [GPU] line times a real matmul against the harness: a timing,
+    # so a claim test's business (under the simulated GPU it computes on a busy CPU).
+    v = L.check_exercise(solution)
+    assert [ok for _n, ok, _d in v.on_every_machine().checks] == [True, True, True], str(v)
+
+
+def test_the_harness_itself_passes_when_it_waits():
+    # Warm-up and the sync make the cold and asynchronous lines pass on any machine. The outlier line
+    # depends on how many calls the Timer puts in a block (it sizes blocks from a timed calibration, so
+    # from the load): a block that holds a 100 ms outlier averages it in. So only its direction is
+    # asserted: the harness never reports too little (noise adds time).
+    v = L.check_exercise(lambda fn, sync: timing.measure(lambda: (fn(), sync()), min_run_time=0.1).median)
+    lines = {name.split(":")[0]: (ok, detail) for name, ok, detail in v.on_every_machine().checks}
+    assert lines["cold start"][0] and lines["asynchronous"][0], str(v)
+    assert lines["rare outliers"][0] or "too much" in lines["rare outliers"][1], str(v)
+
+
+@pytest.mark.parametrize("bench, fails", [
+    (first_call_only, "cold start"),
+    (no_sync, "asynchronous"),
+    (mean_not_median, "rare outliers"),
+])
+def test_each_mistake_fails_exactly_its_own_check(bench, fails):
+    # The machine-independent lines only: the [GPU] line's outcome is a claim test's business.
+    v = L.check_exercise(bench)
+    failed = [name.split(":")[0] for name, ok, _d in v.on_every_machine().checks if ok is False]
+    if bench is no_sync:  # reports too little by design; noise can only add to it, never rescue it
+        assert failed == [fails], str(v)
+    else:  # one call, or a mean, is at the mercy of noise: other lines may fail too, but only by reporting too much
+        assert fails in failed, str(v)
+        others = [(n, d) for n, ok, d in v.on_every_machine().checks if ok is False and not n.startswith(fails)]
+        assert all("too much" in d for _n, d in others), str(v)
+    assert not v.passed
+
+
+def _a_busy_machine(monkeypatch, late=0.004):
+    """Every wait of the fake workloads, and every sync of the pretend GPU, ends `late` seconds after
+    its deadline: what a descheduled process sees on a loaded machine, made exact."""
+    from lessons_lib import launch_queue
+
+    real = launch_queue.wait_until
+
+    def late_wait(deadline):
+        real(deadline + late)
+
+    monkeypatch.setattr(E, "wait_until", late_wait)
+    monkeypatch.setattr(launch_queue.WallClock, "wait_until", staticmethod(late_wait))
+
+
+def test_an_honest_benchmark_passes_on_a_busy_machine(monkeypatch):
+    # 4 ms late on a 5 ms call is +80%: graded against the nominal time it failed; graded against what
+    # the machine served, an honest benchmark passes and the mistakes still fail on their own lines.
+    _a_busy_machine(monkeypatch)
+    v = L.check_exercise(solution)
+    assert [ok for _n, ok, _d in v.on_every_machine().checks] == [True, True, True], str(v)
+    v = L.check_exercise(L.broken_benchmark)
+    failed = {name.split(":")[0]: d for name, ok, d in v.on_every_machine().checks if ok is False}
+    assert set(failed) == {"cold start", "rare outliers", "asynchronous"}, str(v)
+    assert "too little" in failed["asynchronous"]
+
+
+def test_grading_reads_noise_as_added_time_only():
+    assert E._grade_one("cold", E.STEADY * 1.2, served=E.STEADY) == (True, "")
+    assert E._grade_one("cold", E.STEADY * 1.6, served=E.STEADY)[0] is False
+    assert E._grade_one("cold", E.STEADY * 1.6, served=E.STEADY * 1.5) == (True, "")  # the machine served it
+    ok, advice = E._grade_one("async", E.STEADY * 0.5, served=E.STEADY * 2)  # never rescued by noise
+    assert not ok and "too little" in advice
+    assert "milliseconds" in E._grade_one("cold", E.STEADY * 1000, served=E.STEADY)[1]
+
+
+def test_checker_explains_units_errors_and_wrong_arguments():
+    v = L.check_exercise(in_milliseconds)
+    assert all("milliseconds" in d for _n, ok, d in v.on_every_machine().checks if ok is False)
+    assert not v.passed
+    v = L.check_exercise(lambda fn, sync: 1 / 0)
+    assert all("ZeroDivisionError" in d for _n, ok, d in v.checks if ok is False)  # the [GPU] line too
+    assert not v.passed
+    v = L.check_exercise(lambda fn, sync: None)
+    assert not v.passed
+    with pytest.raises(ValueError, match="function itself"):
+        L.check_exercise(0.005)
+
+
+def test_checker_stops_a_benchmark_that_never_ends():
+    def forever(fn, sync):
+        while True:
+            fn()
+
+    v = L.check_exercise(forever)
+    assert all("more than" in d for _n, ok, d in v.checks if ok is False)  # calls capped, on a GPU too
+    assert sum(ok is False for _n, ok, _d in v.on_every_machine().checks) == 3
+    if torch.cuda.is_available():  # the real-matmul line is capped the same way, so it cannot hang
+        assert v.checks[-1][1] is False, str(v)
+
+def test_checker_stops_a_benchmark_that_never_returns(monkeypatch):
+    monkeypatch.setattr(E, "WORKLOAD_TIME_LIMIT", 0.3)
+
+    def forever(fn, sync):
+        while True:
+            pass
+
+    v = E.check_exercise(forever)
+    assert "endless loop" in str(v)
+
+
+def test_starter_source_runs_as_pasted():
+    namespace = {}
+    exec(E.starter_source(), namespace)  # the notebook's editable cell: imports included
+    assert callable(namespace["my_benchmark"])
