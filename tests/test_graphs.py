@@ -4,21 +4,21 @@ import pytest
 import torch
 
 from lessons_lib import graphs
-from lessons_lib import lesson05_cuda_graphs as L
 from lessons_lib.graphs import graph_check
+from lessons_lib.lesson05_cuda_graphs import catalogue, exercise, variants
 
 CUDA = torch.cuda.is_available()
 
 
 def test_the_catalogue_has_at_least_15_entries_safe_and_unsafe():
-    verdicts = [e.verdict for e in L.CATALOGUE]
+    verdicts = [e.verdict for e in catalogue.CATALOGUE]
     assert len(verdicts) >= 15
     assert verdicts.count("safe") >= 5 and verdicts.count("fails") >= 5 and verdicts.count("frozen") >= 2
 
 
-@pytest.mark.parametrize("entry", L.CATALOGUE, ids=[e.name for e in L.CATALOGUE])
+@pytest.mark.parametrize("entry", catalogue.CATALOGUE, ids=[e.name for e in catalogue.CATALOGUE])
 def test_graph_check_gets_every_catalogue_verdict_right_on_cpu(entry):
-    report = L.check_entry(entry, "cpu")
+    report = catalogue.check_entry(entry, "cpu")
     assert report.verdict == entry.expected_report, report.table()
     assert set(entry.kinds) <= set(report.kinds), report.table()
     if entry.verdict == "safe":
@@ -26,7 +26,7 @@ def test_graph_check_gets_every_catalogue_verdict_right_on_cpu(entry):
 
 
 def test_every_catalogue_entry_names_its_source():
-    assert all(e.source for e in L.CATALOGUE)
+    assert all(e.source for e in catalogue.CATALOGUE)
 
 
 def test_a_0_dim_host_constant_is_frozen_not_a_failure():
@@ -38,15 +38,15 @@ def test_a_0_dim_host_constant_is_frozen_not_a_failure():
 
 
 def test_a_tensor_made_on_the_host_then_moved_is_a_copy_even_where_the_move_is_a_no_op():
-    fn = L.noise_from_host
-    report = graph_check(fn, *L._xy("cpu"))  # on a CPU run .to(x.device) does nothing...
+    fn = variants.noise_from_host
+    report = graph_check(fn, *catalogue._xy("cpu"))  # on a CPU run .to(x.device) does nothing...
     assert report.verdict == "fails" and report.kinds == ["host↔device copy"]  # ...on a GPU it is a pageable copy
     assert "randn" in report.hazards[0].what
-    assert graph_check(L.noise_on_device, *L._xy("cpu")).safe  # made with device=: no copy
+    assert graph_check(variants.noise_on_device, *catalogue._xy("cpu")).safe  # made with device=: no copy
 
 
 def test_a_number_from_pythons_random_is_frozen():
-    report = graph_check(L.noise_scale_from_random, *L._xy("cpu"))
+    report = graph_check(variants.noise_scale_from_random, *catalogue._xy("cpu"))
     assert report.kinds == ["frozen Python value"] and "random.random()" in report.hazards[0].what
 
 
@@ -60,48 +60,48 @@ def test_a_cpu_learning_rate_tensor_is_frozen_when_the_other_inputs_are_on_the_d
 
 def test_the_backward_of_a_boolean_index_is_a_sync_not_a_data_dependent_shape():
     # index_put with a bool mask writes a tensor of fixed shape, but turns the mask into indices with nonzero
-    x, w, b, y = L.exercise_inputs(7, 3)
-    kinds = {h.what: h.kind for h in graph_check(L.exercise_starter, x, w, b, y).hazards}
+    x, w, b, y = exercise.exercise_inputs(7, 3)
+    kinds = {h.what: h.kind for h in graph_check(exercise.exercise_starter, x, w, b, y).hazards}
     assert kinds["aten.index (bool mask)"] == "data-dependent shape"
     assert kinds["aten.index_put (bool mask)"] == "mask to indices"
 
 
 def test_every_verdict_prints_what_graph_check_cannot_see():
-    for fn in (L.mlp, L.log_item, L.scale_by_float):
-        inputs = (L._xy("cpu")[0], 0.1) if fn is L.scale_by_float else L._xy("cpu")
+    for fn in (variants.mlp, variants.log_item, variants.scale_by_float):
+        inputs = (catalogue._xy("cpu")[0], 0.1) if fn is variants.scale_by_float else catalogue._xy("cpu")
         text = str(graph_check(fn, *inputs))
         assert "what graph_check cannot see" in text and "dispatcher" in text
-    assert str(graph_check(L.mlp, *L._xy("cpu"))).startswith("✓ no hazard seen")
+    assert str(graph_check(variants.mlp, *catalogue._xy("cpu"))).startswith("✓ no hazard seen")
 
 
 def test_the_catalogue_table_labels_the_expected_verdict_and_matches_it():
-    text = str(L.catalogue_table())
+    text = str(catalogue.catalogue_table())
     assert "expected (source)" in text and "as expected" in text and "agrees" not in text
     assert "✗" not in text
 
 
-@pytest.mark.parametrize("entry", L.CATALOGUE, ids=[e.name for e in L.CATALOGUE])
+@pytest.mark.parametrize("entry", catalogue.CATALOGUE, ids=[e.name for e in catalogue.CATALOGUE])
 def test_graph_check_gets_every_catalogue_verdict_right_on_meta_too(entry):
     """On meta the inputs stand where a GPU's would: host tensors are told apart by device, not by origin."""
-    report = L.check_entry(entry, "meta")
+    report = catalogue.check_entry(entry, "meta")
     assert report.verdict == entry.expected_report, report.table()
     assert set(entry.kinds) <= set(report.kinds), report.table()
 
 
 def test_a_hazard_names_the_users_line_of_code():
-    report = graph_check(L.log_item, *L._xy("cpu"))
+    report = graph_check(variants.log_item, *catalogue._xy("cpu"))
     assert [(h.kind, h.where) for h in report.hazards] == [("host sync", "LOSSES.append(loss.item())")]
 
 
 def test_on_meta_a_value_read_stops_the_function_but_its_hazard_is_kept():
-    x, w = (t.to("meta") for t in L._xy("cpu"))
-    report = graph_check(L.log_item, x, w)
+    x, w = (t.to("meta") for t in catalogue._xy("cpu"))
+    report = graph_check(variants.log_item, x, w)
     assert report.verdict == "fails" and "meta" in report.error
 
 
 def test_safe_code_is_safe_on_meta_too():
-    x, w = (t.to("meta") for t in L._xy("cpu"))
-    assert graph_check(L.mlp, x, w).safe
+    x, w = (t.to("meta") for t in catalogue._xy("cpu"))
+    assert graph_check(variants.mlp, x, w).safe
 
 
 def test_a_copy_between_devices_is_found_on_meta():
@@ -110,12 +110,12 @@ def test_a_copy_between_devices_is_found_on_meta():
 
 
 def test_the_same_shapes_and_path_on_another_call_are_safe():
-    x, w = L._xy("cpu")
-    assert graph_check(L.mlp, x, w, also=[(torch.randn(8, 8), torch.randn(8))]).safe
+    x, w = catalogue._xy("cpu")
+    assert graph_check(variants.mlp, x, w, also=[(torch.randn(8, 8), torch.randn(8))]).safe
 
 
 def test_what_the_function_prints_is_not_shown(capsys):
-    graph_check(L.print_loss, *L._xy("cpu"))
+    graph_check(variants.print_loss, *catalogue._xy("cpu"))
     assert capsys.readouterr().out == ""
 
 
@@ -124,8 +124,8 @@ def test_graph_check_leaves_synchronize_and_optimizer_hooks_as_they_were():
 
     before_sync = torch.cuda.synchronize
     before_hooks = len(optimizer._global_optimizer_pre_hooks), len(optimizer._global_optimizer_post_hooks)
-    graph_check(L.device_sync, *L._xy("cpu"))
-    graph_check(L.adam_step, *L._sgd_inputs("cpu"))
+    graph_check(variants.device_sync, *catalogue._xy("cpu"))
+    graph_check(variants.adam_step, *catalogue._sgd_inputs("cpu"))
     assert torch.cuda.synchronize is before_sync
     assert (len(optimizer._global_optimizer_pre_hooks), len(optimizer._global_optimizer_post_hooks)) == before_hooks
 
@@ -140,7 +140,7 @@ def test_an_optimizer_built_with_capturable_is_not_flagged_for_it():
 
 
 def test_the_report_says_what_to_do():
-    report = graph_check(L.positives_mask, *L._xy("cpu"))
+    report = graph_check(variants.positives_mask, *catalogue._xy("cpu"))
     assert "torch.where" in report.table() and "✗" in report.table()
 
 
@@ -148,8 +148,8 @@ def test_the_report_says_what_to_do():
 def test_capture_without_cuda_is_refused_with_a_sentence():
     assert "No CUDA GPU" in graphs.no_graphs_reason()
     with pytest.raises(ValueError, match="No CUDA GPU"):
-        graphs.capture(L.mlp, *L._xy("cpu"))
-    assert graphs.try_capture(L.mlp, *L._xy("cpu"))[0] is None
+        graphs.capture(variants.mlp, *catalogue._xy("cpu"))
+    assert graphs.try_capture(variants.mlp, *catalogue._xy("cpu"))[0] is None
     assert "no CUDA graphs" in graphs.reduce_overhead_problem("cpu")
 
 
@@ -166,14 +166,14 @@ def test_capture_replays_into_the_same_output_tensor():
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
 def test_a_failed_capture_is_explained_with_its_hazard_and_cuda_still_works():
-    cap, problem = graphs.try_capture(L.log_item, *L._xy("cuda"))
+    cap, problem = graphs.try_capture(variants.log_item, *catalogue._xy("cuda"))
     assert cap is None and "host sync" in problem and "loss.item()" in problem
     assert (torch.ones(2, device="cuda") * 2).sum().item() == 4.0
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
 def test_a_replay_refuses_another_shape():
-    cap = graphs.capture(L.mlp, *L._xy("cuda"))
+    cap = graphs.capture(variants.mlp, *catalogue._xy("cuda"))
     with pytest.raises(ValueError, match="static shapes"):
         cap.replay(torch.randn(16, 8, device="cuda"), torch.randn(8, device="cuda"))
 
@@ -188,7 +188,7 @@ def _close(a, b) -> bool:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("entry", L.CATALOGUE, ids=[e.name for e in L.CATALOGUE])
+@pytest.mark.parametrize("entry", catalogue.CATALOGUE, ids=[e.name for e in catalogue.CATALOGUE])
 def test_gpu_capture_confirms_graph_checks_verdict(entry):
     dev = torch.device("cuda")
     inputs = entry.inputs(dev)
@@ -217,16 +217,16 @@ def _tuple(x):
 @pytest.mark.gpu
 def test_gpu_a_python_float_is_frozen_into_the_replay():
     x = torch.randn(8, 8, device="cuda")
-    cap = graphs.capture(L.scale_by_float, x, 0.1)
+    cap = graphs.capture(variants.scale_by_float, x, 0.1)
     assert torch.allclose(cap.replay(x, 0.2), x * 0.1)  # not x * 0.2: the float was captured
 
 
 @pytest.mark.gpu
 def test_gpu_a_changed_float_lr_does_not_reach_the_replay():
-    (p,) = L._sgd_inputs("cuda")
-    cap = graphs.capture(L.sgd_step, p)
+    (p,) = catalogue._sgd_inputs("cuda")
+    cap = graphs.capture(variants.sgd_step, p)
     static = cap.static_inputs[0]
-    L.sgd_step.state["opt"].param_groups[0]["lr"] = 0.5
+    variants.sgd_step.state["opt"].param_groups[0]["lr"] = 0.5
     before = static.detach().clone()
     cap.replay(static)
     assert torch.allclose(before - static.detach(), 0.1 * static.grad)  # still lr 0.1
@@ -234,8 +234,8 @@ def test_gpu_a_changed_float_lr_does_not_reach_the_replay():
 
 @pytest.mark.gpu
 def test_gpu_a_python_counter_branch_is_frozen_into_the_replay():
-    x, w = L._xy("cuda")
-    cap = graphs.capture(L.every_other_step, x, w)
+    x, w = catalogue._xy("cuda")
+    cap = graphs.capture(variants.every_other_step, x, w)
     replayed = cap.replay(x, w).clone()
-    eager = [L.every_other_step(x, w) for _ in range(2)]
+    eager = [variants.every_other_step(x, w) for _ in range(2)]
     assert not all(torch.allclose(replayed, e) for e in eager)

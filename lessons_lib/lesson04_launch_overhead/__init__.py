@@ -31,7 +31,7 @@ Which file holds what:
 
 Below: the names the notebook and its solution use (the tests import the rest from the files above).
 `explorer` is also used by tests/test_widgets.py and workshop/explorer_times.py; `fixed_model` by
-lessons_lib/lesson05_cuda_graphs.py.
+lessons_lib/lesson05_cuda_graphs/on_gpu.py.
 """
 from __future__ import annotations
 

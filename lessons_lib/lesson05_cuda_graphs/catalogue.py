@@ -47,10 +47,6 @@ def _sgd_inputs(device, momentum: bool = False):
     return (p,)
 
 
-def _with_lr(x, _w):
-    return (x, 0.1)
-
-
 _NOTES = "CUDA Graphs notes, cuda.rst"  # PyTorch's docs/source/notes/cuda.rst
 CATALOGUE = [
     Entry("matmul + relu", mlp, _xy, "safe", source="kernels only"),

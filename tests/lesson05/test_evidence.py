@@ -4,19 +4,19 @@ import matplotlib.pyplot as plt
 import pytest
 
 from lessons_lib import launch_queue
-from lessons_lib import lesson05_cuda_graphs as L
+from lessons_lib.lesson05_cuda_graphs import evidence, evidence_reported, explore, lessons
 from .helpers import DISPATCH
 
 
 # --- correctness and the step's kernels ----------------------------------------------------------------
 def test_a_pseudolinear_layer_costs_two_forward_and_several_backward_kernels():
-    one, two = (L.step_kernels({"width": 8, "batch": 2, "layers": n}) for n in (1, 2))
+    one, two = (evidence.step_kernels({"width": 8, "batch": 2, "layers": n}) for n in (1, 2))
     assert [k[0] for k in one[:2]] == ["mul", "add"]
     assert len(two) - len(one) >= 6  # each layer adds its forward (2) and backward kernels (≥ 4)
 
 
 def test_linear_kernels_carry_the_gemm_flops():
-    flops = sum(f for _n, f, _b in L.step_kernels({"width": 64, "batch": 8, "layers": 1}, "Linear"))
+    flops = sum(f for _n, f, _b in evidence.step_kernels({"width": 64, "batch": 8, "layers": 1}, "Linear"))
     assert flops >= 3 * 2 * 8 * 64 * 64  # forward, dx and dW GEMMs
 
 
@@ -25,7 +25,7 @@ def test_model_step_adds_up_by_hand():
     # every kernel is tiny (kernel_min), so eager: host (dispatch + launch) per kernel vs device
     # (kernel_min + stream gap); graph: one launch, then kernel_min + graph gap per kernel.
     p = {"width": 4, "batch": 2, "layers": 1}
-    m = L.model_step(p, "T4", dispatch=DISPATCH)
+    m = evidence.model_step(p, "T4", dispatch=DISPATCH)
     n = len(m.kernels)
     host, dev = DISPATCH + launch_queue.KERNEL_LAUNCH, launch_queue.KERNEL_MIN + launch_queue.STREAM_GAP
     assert m.eager_s == pytest.approx((8 * n * host + dev) / 8)  # 8 steps; the device ends one kernel later
@@ -35,7 +35,7 @@ def test_model_step_adds_up_by_hand():
 
 def test_predicted_graph_speedup_falls_as_kernels_grow_and_reaches_about_one():
     widths = [16, 256, 4096, 16384]
-    c = L.speedup_curve(widths, batch=1024, dispatch=DISPATCH)
+    c = evidence.speedup_curve(widths, batch=1024, dispatch=DISPATCH)
     s = c["graphs: PseudoLinear"]
     assert all(a >= b - 1e-9 for a, b in zip(s, s[1:])) and s[0] > 1.5
     assert s[-1] == pytest.approx(1.0, abs=0.05)
@@ -43,13 +43,15 @@ def test_predicted_graph_speedup_falls_as_kernels_grow_and_reaches_about_one():
 
 def test_overhead_and_compute_bound_shapes_are_what_their_names_say_on_every_preset():
     for gpu in launch_queue.PRESETS:
-        assert L.model_step(L.OVERHEAD_BOUND, gpu, dispatch=DISPATCH).speedup >= 2
-        assert L.model_step(L.COMPUTE_BOUND, gpu, dispatch=DISPATCH).speedup == pytest.approx(1.0, abs=0.02)
+        assert evidence.model_step(explore.OVERHEAD_BOUND, gpu, dispatch=DISPATCH).speedup >= 2
+        speedup = evidence.model_step(explore.COMPUTE_BOUND, gpu, dispatch=DISPATCH).speedup
+        assert speedup == pytest.approx(1.0, abs=0.02)
 
 
 def test_figures_say_model_or_reported():
-    figs = [L.timeline_figure(L.LESSON.defaults("cpu"), dispatch=DISPATCH),
-            L.model_vs_reported_figure(dispatch=DISPATCH), L.graphs_speedup_figure(dispatch=DISPATCH)]
+    figs = [evidence.timeline_figure(lessons.LESSON.defaults("cpu"), dispatch=DISPATCH),
+            evidence_reported.model_vs_reported_figure(dispatch=DISPATCH),
+            evidence.graphs_speedup_figure(dispatch=DISPATCH)]
     titles = [f.axes[0].get_title() for f in figs]
     assert "Model, not a measurement" in titles[0]
     assert "reported" in titles[1] and "model" in titles[1]
@@ -61,6 +63,7 @@ def test_figures_say_model_or_reported():
 
 
 def test_model_summary_follows_its_numbers():
-    m = L.model_step(L.COMPUTE_BOUND, "T4", dispatch=DISPATCH)
-    assert "kernels set the pace" in L.model_summary(L.COMPUTE_BOUND, dispatch=DISPATCH) and m.speedup < 1.1
-    assert "host sets the pace" in L.model_summary(L.OVERHEAD_BOUND, dispatch=DISPATCH)
+    m = evidence.model_step(explore.COMPUTE_BOUND, "T4", dispatch=DISPATCH)
+    summary = evidence.model_summary(explore.COMPUTE_BOUND, dispatch=DISPATCH)
+    assert "kernels set the pace" in summary and m.speedup < 1.1
+    assert "host sets the pace" in evidence.model_summary(explore.OVERHEAD_BOUND, dispatch=DISPATCH)

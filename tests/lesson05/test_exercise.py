@@ -3,7 +3,7 @@ hang, NaN, a clobbered input; on a GPU, a real capture."""
 import pytest
 import torch
 
-from lessons_lib import lesson05_cuda_graphs as L
+from lessons_lib.lesson05_cuda_graphs import catalogue, exercise
 from .helpers import CUDA, _solution
 
 
@@ -13,7 +13,7 @@ def _checks(v):
 
 
 def test_the_starter_is_correct_but_not_graph_safe():
-    v = L.check_exercise(L.exercise_starter)
+    v = exercise.check_exercise(exercise.exercise_starter)
     checks = _checks(v)
     assert checks["loss and gradients match float64 at 3 shapes"] is True
     assert checks["graph_check finds nothing that capture would refuse or freeze"] is False
@@ -21,12 +21,12 @@ def test_the_starter_is_correct_but_not_graph_safe():
 
 
 def test_the_starters_hazards_are_named_in_the_verdict():
-    text = str(L.check_exercise(L.exercise_starter))
+    text = str(exercise.check_exercise(exercise.exercise_starter))
     assert "bool mask" in text and "item" in text
 
 
 def test_a_graph_safe_rewrite_passes():
-    assert L.check_exercise(_solution).passed
+    assert exercise.check_exercise(_solution).passed
 
 
 def test_a_safe_but_wrong_rewrite_fails_on_correctness():
@@ -34,12 +34,12 @@ def test_a_safe_but_wrong_rewrite_fails_on_correctness():
         loss = (x @ w + b - y).square().mean()
         return (loss, *torch.autograd.grad(loss, (w, b)))
 
-    assert _checks(L.check_exercise(wrong))["loss and gradients match float64 at 3 shapes"] is False
+    assert _checks(exercise.check_exercise(wrong))["loss and gradients match float64 at 3 shapes"] is False
 
 
 @pytest.mark.parametrize("bad", [lambda *a: 1 / 0, lambda *a: None, "not a function"])
 def test_broken_code_becomes_a_verdict_line(bad):
-    v = L.check_exercise(bad)
+    v = exercise.check_exercise(bad)
     assert not v.passed and "Traceback" not in str(v)
 
 
@@ -55,8 +55,8 @@ def test_a_hang_and_nan_become_verdict_lines(monkeypatch):
     def nan(x, w, b, y):
         return torch.tensor(float("nan")), torch.zeros_like(w), torch.zeros_like(b)
 
-    assert "stopped" in str(L.check_exercise(hangs))
-    assert "NaN or inf" in str(L.check_exercise(nan))
+    assert "stopped" in str(exercise.check_exercise(hangs))
+    assert "NaN or inf" in str(exercise.check_exercise(nan))
 
 
 def test_graph_check_lets_a_checkers_time_limit_through():
@@ -66,7 +66,7 @@ def test_graph_check_lets_a_checkers_time_limit_through():
         raise grading.TimeLimit("still running")
 
     with pytest.raises(grading.TimeLimit):
-        graphs.graph_check(stopped, *L._xy("cpu"))
+        graphs.graph_check(stopped, *catalogue._xy("cpu"))
 
 
 def test_the_reference_is_computed_before_the_readers_code_runs():
@@ -75,12 +75,12 @@ def test_the_reference_is_computed_before_the_readers_code_runs():
         y.zero_()
         return out
 
-    assert not L.check_exercise(clobbers).passed
+    assert not exercise.check_exercise(clobbers).passed
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
 def test_the_exercise_checker_captures_on_a_gpu_and_explains_a_failed_capture():
-    assert L.check_exercise(_solution).passed
-    text = str(L.check_exercise(L.exercise_starter))
-    assert f"✗ [GPU] {L.GPU_CHECK}" in text and "Traceback" not in text
+    assert exercise.check_exercise(_solution).passed
+    text = str(exercise.check_exercise(exercise.exercise_starter))
+    assert f"✗ [GPU] {exercise.GPU_CHECK}" in text and "Traceback" not in text
     assert (torch.ones(2, device="cuda") * 2).sum().item() == 4.0  # the CUDA context is still usable

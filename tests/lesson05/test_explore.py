@@ -5,19 +5,18 @@ import dataclasses
 import matplotlib.pyplot as plt
 import pytest
 
-from lessons_lib import lesson05_cuda_graphs as L
-from lessons_lib.lesson05_cuda_graphs import explore
+from lessons_lib.lesson05_cuda_graphs import explore, lessons
 from .helpers import CUDA
 
 
 # --- the explorer -----------------------------------------------------------------------------------
 def test_an_unknown_gpu_preset_is_refused():
     with pytest.raises(ValueError, match="T4"):
-        L.explorer("cpu", gpu="Voodoo2")
+        explore.explorer("cpu", gpu="Voodoo2")
 
 
 def test_the_explorer_shows_the_model_beside_a_cpu_run(one_thread):
-    ex = L.explorer("cpu")
+    ex = explore.explorer("cpu")
     run, fig = ex.run(width=16, batch=8, layers=2)
     assert set(run.metrics["eager"]) == {"T4 model: eager ÷ graphed (×, predicted)",
                                          "T4 model: GPU idle in eager (%, predicted)"}
@@ -25,9 +24,9 @@ def test_the_explorer_shows_the_model_beside_a_cpu_run(one_thread):
 
 
 def test_the_explorer_refuses_a_shape_that_does_not_fit_before_allocating(monkeypatch):
-    monkeypatch.setattr(L.LESSON, "make_inputs", lambda *a: pytest.fail("allocated"))
+    monkeypatch.setattr(lessons.LESSON, "make_inputs", lambda *a: pytest.fail("allocated"))
     with pytest.raises(ValueError):
-        L.explorer("cpu").run(width=16384, batch=1 << 20, layers=64)
+        explore.explorer("cpu").run(width=16384, batch=1 << 20, layers=64)
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
@@ -36,7 +35,7 @@ def test_the_gpu_explorer_times_eager_and_the_graph_with_its_capture_cost(one_th
 
     # the peaks only feed the estimate and the floors; measuring them (an 8192² matmul) is slow on a simulated GPU
     monkeypatch.setattr(roofline, "measure_peaks", lambda *a, **k: roofline.Peaks(1e12, 1e11, 1e-5, "test"))
-    run, fig = L.explorer("cuda").run(width=16, batch=8, layers=2)
+    run, fig = explore.explorer("cuda").run(width=16, batch=8, layers=2)
     assert {"eager", "CUDA graph"} <= set(run.timings)
     assert run.prepare_seconds["CUDA graph"] > 0
     plt.close(fig)
@@ -45,14 +44,14 @@ def test_the_gpu_explorer_times_eager_and_the_graph_with_its_capture_cost(one_th
 # --- recorded results --------------------------------------------------------------------------------
 def test_record_quick_on_cpu_measures_eager_only(monkeypatch, one_thread):
     monkeypatch.setattr(explore, "OVERHEAD_BOUND", {"width": 16, "batch": 8, "layers": 2})
-    monkeypatch.setattr(L.LESSON, "params", [dataclasses.replace(p, cpu=8) for p in L.LESSON.params])
-    out = L.record("cpu", quick=True)
+    monkeypatch.setattr(lessons.LESSON, "params", [dataclasses.replace(p, cpu=8) for p in lessons.LESSON.params])
+    out = explore.record("cpu", quick=True)
     assert set(out["overhead_bound"]["variants"]) == {"eager"}
     assert out["dispatch_s"] > 0
-    assert L.targets("cpu", out) == []  # no graphed figure on a CPU: no bar to speak to
+    assert explore.targets("cpu", out) == []  # no graphed figure on a CPU: no bar to speak to
 
 
 def test_targets_read_a_gpu_section():
     sec = {"overhead_bound": {"variants": {"eager": {"median": 3.0}, "CUDA graph": {"median": 1.0}}},
            "compute_bound": {"variants": {"eager": {"median": 1.0}, "CUDA graph": {"median": 0.95}}}}
-    assert [t["ok"] for t in L.targets("cuda", sec)] == [True, True]
+    assert [t["ok"] for t in explore.targets("cuda", sec)] == [True, True]

@@ -3,20 +3,20 @@ the CUDA branches run."""
 import pytest
 import torch
 
-from lessons_lib import lesson05_cuda_graphs as L
+from lessons_lib.lesson05_cuda_graphs import on_gpu
 from .helpers import CUDA
 
 
 # --- without a GPU: every GPU-only function explains itself ------------------------------------------
 @pytest.mark.skipif(CUDA, reason="the CPU path")
 def test_gpu_only_functions_explain_themselves_on_a_cpu():
-    for text in (L.kept_reference_demo("cpu"), L.check_graphed(device="cpu"),
-                 L.graphed_callables_ratio(device="cpu")):
+    for text in (on_gpu.kept_reference_demo("cpu"), on_gpu.check_graphed(device="cpu"),
+                 on_gpu.graphed_callables_ratio(device="cpu")):
         assert "No CUDA GPU" in text
-    cmp = L.compare_on_gpu(device="cpu")
+    cmp = on_gpu.compare_on_gpu(device="cpu")
     assert cmp.run is None and "predicted" in str(cmp)
-    assert "no CUDA graphs" in L.reduce_overhead_note("cpu")
-    assert [v.name for v in L.gpu_lesson("cpu").variants] == ["eager"]
+    assert "no CUDA graphs" in on_gpu.reduce_overhead_note("cpu")
+    assert [v.name for v in on_gpu.gpu_lesson("cpu").variants] == ["eager"]
 
 
 def test_old_torch_without_make_graphed_callables_or_reduce_overhead_is_explained(monkeypatch):
@@ -34,26 +34,26 @@ def test_the_reduce_overhead_note_states_the_documented_facts(monkeypatch):
     from lessons_lib import graphs
 
     monkeypatch.setattr(graphs, "reduce_overhead_problem", lambda _dev: None)
-    note = L.reduce_overhead_note("cpu")
+    note = on_gpu.reduce_overhead_note("cpu")
     assert "cudagraph_dynamic_shape_warn_limit" in note and "raises an error" in note
     assert "cudagraph_mark_step_begin" in note
 
 
 def test_seed_model_bytes_by_hand():
     # width 2, batch 3, layers 1: weights 2·2·(4 + 2) + 2·2·2·2 = 40; activations 4·(2 + 4)·3·2 = 144
-    assert L.seed_model_bytes({"width": 2, "batch": 3, "layers": 1}) == 4 * (2 * 40 + 144)
+    assert on_gpu.seed_model_bytes({"width": 2, "batch": 3, "layers": 1}) == 4 * (2 * 40 + 144)
 
 
 # --- under the simulated GPU: the CUDA branches run ------------------------------------------------------
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
 def test_the_gpu_lesson_has_a_graph_variant_that_matches_eager():
-    assert "CUDA graph" in [v.name for v in L.gpu_lesson("cuda").variants]
-    assert L.check_graphed({"width": 16, "batch": 4, "layers": 2}, "cuda").count("✓") == 2
+    assert "CUDA graph" in [v.name for v in on_gpu.gpu_lesson("cuda").variants]
+    assert on_gpu.check_graphed({"width": 16, "batch": 4, "layers": 2}, "cuda").count("✓") == 2
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
 def test_the_kept_reference_demo_shows_the_overwrite():
-    assert "`first is cap.static_outputs`: True" in L.kept_reference_demo("cuda")
+    assert "`first is cap.static_outputs`: True" in on_gpu.kept_reference_demo("cuda")
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
@@ -62,5 +62,5 @@ def test_the_seed_experiment_refuses_a_shape_that_does_not_fit_before_allocating
 
     monkeypatch.setattr(graphs, "graphed_callables_problem", lambda: None)
     monkeypatch.setattr(torch, "randn", lambda *a, **k: pytest.fail("allocated"))
-    text = L.graphed_callables_ratio(16384, batch=1 << 20, layers=64, device="cuda")
+    text = on_gpu.graphed_callables_ratio(16384, batch=1 << 20, layers=64, device="cuda")
     assert isinstance(text, str) and "16384" in text
