@@ -5,7 +5,7 @@ Every forum thread in this course times something, and most time it wrong: seed 
 `timeit` totals; seed 001 uses `time.time()` with no warm-up (one variant has no
 synchronize at all); seed 003 generates its random input inside the timed function.
 
-Each `demo_*` function below makes one of those mistakes with a wrong timer from
+Each `demo_*` function makes one of those mistakes with a wrong timer from
 `lessons_lib.timing` and measures the same code with the honest harness, `timing.measure`.
 `launch_queue.SimulatedGPU` stands in for a CUDA stream on machines without one, so that the
 asynchronous mistakes can be shown on a CPU. The exercise (a broken benchmark to fix, graded on
@@ -22,25 +22,24 @@ Which file holds what:
 - explore.py         the plots' rows, the recorded GPU results, `run_all`, `record` and `targets` (read by
                      `python -m lessons_lib.record`); lesson 00 has no explorer widget
 - exercise.py        the exercise: the broken benchmark, fake workloads of known duration, the checker
+
+Below: the names the notebook and its solution use (the tests import the rest from the files above),
+three of them from the toolkit (show_source, SimulatedGPU, host_syncs). `compare` is also used by
+workshop/explorer_times.py.
 """
 from __future__ import annotations
 
-from ..display import show_source  # noqa: F401  (the notebook calls L.show_source)
-from ..launch_queue import QUEUE_DEPTH, Op, SimulatedGPU, WallClock, schedule  # noqa: F401  (the notebook uses them)
-from ..syncs import host_syncs  # noqa: F401  (the notebook uses it)
-from ..timing import Timing, fmt_time  # noqa: F401
-from .variants import implicit_syncs_example, pseudo_linear, pseudo_linear_fresh_input, thread000_variants  # noqa: F401
+from ..display import show_source  # noqa: F401
+from ..launch_queue import SimulatedGPU  # noqa: F401
+from ..syncs import host_syncs  # noqa: F401
+from .compare_timers import compare  # noqa: F401
 from .demos import (  # noqa: F401
-    MiB, ROTATE_CAP, Sizes, sizes, _check_size, _check_seconds, Demo, _paired, _square, demo_no_sync,
-    first_call_in_fresh_process, demo_first_call, demo_random_data, demo_single_run, demo_mean, demo_one_thread,
-    demo_hot_cache, timing_bytes,
+    demo_first_call, demo_hot_cache, demo_mean, demo_no_sync, demo_one_thread, demo_random_data, demo_single_run,
+    sizes,
 )
+from .exercise import STEADY, FakeWorkload, broken_benchmark, check_exercise  # noqa: F401
+from .explore import KEY, recorded_gpu_summary, recorded_rows, rows_for_plot  # noqa: F401
 from .pretend_gpu import (  # noqa: F401
-    SIM_KERNEL, SIM_LAUNCH, SIM_SYNC, _HARNESS_CALLS, demo_sync_in_one_variant, _harness_block, _harness_with_sync,
-    sim_estimates, sim_verdicts, sync_timeline, ORDER_CALLS, ORDER_LAUNCHES, ORDER_KERNEL, ORDER_QUEUE, OrderRun,
-    demo_order, order_model_ratio, ThreadQueue, thread000_launches_per_call, thread000_queue,
+    demo_order, demo_sync_in_one_variant, sim_estimates, sim_verdicts, sync_timeline, thread000_queue,
 )
-from .compare_timers import Compared, compare  # noqa: F401
-from .explore import KEY, SHORT, rows_for_plot, recorded_rows, recorded_gpu_summary, run_all, record, targets  # noqa: F401
-from .exercise import (SLOW, STEADY, FakeWorkload, TooManyCalls, broken_benchmark,  # noqa: F401 (for
-                       check_exercise, starter_source)  # the notebook)
+from .variants import implicit_syncs_example, pseudo_linear, pseudo_linear_fresh_input, thread000_variants  # noqa: F401

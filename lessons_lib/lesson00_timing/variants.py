@@ -4,6 +4,7 @@ Seed 003's PseudoLinear and its mistake (a fresh random input inside the timed c
 pattern on the pretend GPU (the same launch with and without a synchronize inside), and a
 training-loop fragment with four hidden synchronizations. The demos that time them are in
 demos.py and pretend_gpu.py; the exercise's broken benchmark is in exercise.py.
+Shapes are in comments above the defs, which `show_source` does not render.
 """
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import torch
 from ..launch_queue import SimulatedGPU
 
 
+# x (rows, width); w, b (width,): one scale and one shift per feature, broadcast over the rows
 def pseudo_linear(x, w, b):
     """Seed 003's PseudoLinear forward: a per-feature scale and shift instead of a matmul."""
     return x * w + b
 
 
+# rows: an int; w, b (width,); returns (rows, width)
 def pseudo_linear_fresh_input(rows, w, b):
     """Seed 003's mistake: a new random input is generated inside the timed call."""
     x = torch.randn(rows, w.shape[0], device=w.device)

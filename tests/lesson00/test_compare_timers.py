@@ -2,17 +2,17 @@
 import pytest
 import torch
 
-from lessons_lib import lesson00_timing as L
+from lessons_lib.lesson00_timing import compare_timers
 
 
 def test_compare_rejects_a_non_function():
     with pytest.raises(ValueError, match="needs a function"):
-        L.compare(torch.randn(3))
+        compare_timers.compare(torch.randn(3))
 
 
 def test_compare_decides_each_ratio_over_rounds(one_thread):
     a = torch.randn(32, 32)
-    c = L.compare(torch.mm, a, a, min_run_time=0.005, rounds=3, max_time=3)
+    c = compare_timers.compare(torch.mm, a, a, min_run_time=0.005, rounds=3, max_time=3)
     assert [t.label for t in c.timings] == ["first call", "no sync", "single run", "mean incl. cold start",
                                             "one CPU thread", "harness"]
     assert list(c.ratios) == ["first call", "no sync", "single run", "mean incl. cold start", "one CPU thread"]

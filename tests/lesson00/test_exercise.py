@@ -4,7 +4,6 @@ import time
 import pytest
 import torch
 
-from lessons_lib import lesson00_timing as L
 from lessons_lib import timing
 from lessons_lib.lesson00_timing import exercise as E
 
@@ -47,7 +46,7 @@ def _without_gpu_line(text: str) -> str:
 def test_broken_benchmark_fails_with_a_deterministic_verdict():
     # the same on every machine, a GPU present or not: only the [GPU] line may differ
     for _ in range(2):
-        v = L.check_exercise(L.broken_benchmark)
+        v = E.check_exercise(E.broken_benchmark)
         assert not v.passed
         assert _without_gpu_line(str(v)) == _without_gpu_line(BROKEN_VERDICT)
 
@@ -55,7 +54,7 @@ def test_broken_benchmark_fails_with_a_deterministic_verdict():
 def test_solution_passes():
     # The machine-independent lines. The [GPU] line times a real matmul against the harness: a timing,
     # so a claim test's business (under the simulated GPU it computes on a busy CPU).
-    v = L.check_exercise(solution)
+    v = E.check_exercise(solution)
     assert [ok for _n, ok, _d in v.on_every_machine().checks] == [True, True, True], str(v)
 
 
@@ -64,7 +63,7 @@ def test_the_harness_itself_passes_when_it_waits():
     # depends on how many calls the Timer puts in a block (it sizes blocks from a timed calibration, so
     # from the load): a block that holds a 100 ms outlier averages it in. So only its direction is
     # asserted: the harness never reports too little (noise adds time).
-    v = L.check_exercise(lambda fn, sync: timing.measure(lambda: (fn(), sync()), min_run_time=0.1).median)
+    v = E.check_exercise(lambda fn, sync: timing.measure(lambda: (fn(), sync()), min_run_time=0.1).median)
     lines = {name.split(":")[0]: (ok, detail) for name, ok, detail in v.on_every_machine().checks}
     assert lines["cold start"][0] and lines["asynchronous"][0], str(v)
     assert lines["rare outliers"][0] or "too much" in lines["rare outliers"][1], str(v)
@@ -77,7 +76,7 @@ def test_the_harness_itself_passes_when_it_waits():
 ])
 def test_each_mistake_fails_exactly_its_own_check(bench, fails):
     # The machine-independent lines only: the [GPU] line's outcome is a claim test's business.
-    v = L.check_exercise(bench)
+    v = E.check_exercise(bench)
     failed = [name.split(":")[0] for name, ok, _d in v.on_every_machine().checks if ok is False]
     if bench is no_sync:  # reports too little by design; noise can only add to it, never rescue it
         assert failed == [fails], str(v)
@@ -106,9 +105,9 @@ def test_an_honest_benchmark_passes_on_a_busy_machine(monkeypatch):
     # 4 ms late on a 5 ms call is +80%: graded against the nominal time it failed; graded against what
     # the machine served, an honest benchmark passes and the mistakes still fail on their own lines.
     _a_busy_machine(monkeypatch)
-    v = L.check_exercise(solution)
+    v = E.check_exercise(solution)
     assert [ok for _n, ok, _d in v.on_every_machine().checks] == [True, True, True], str(v)
-    v = L.check_exercise(L.broken_benchmark)
+    v = E.check_exercise(E.broken_benchmark)
     failed = {name.split(":")[0]: d for name, ok, d in v.on_every_machine().checks if ok is False}
     assert set(failed) == {"cold start", "rare outliers", "asynchronous"}, str(v)
     assert "too little" in failed["asynchronous"]
@@ -124,16 +123,16 @@ def test_grading_reads_noise_as_added_time_only():
 
 
 def test_checker_explains_units_errors_and_wrong_arguments():
-    v = L.check_exercise(in_milliseconds)
+    v = E.check_exercise(in_milliseconds)
     assert all("milliseconds" in d for _n, ok, d in v.on_every_machine().checks if ok is False)
     assert not v.passed
-    v = L.check_exercise(lambda fn, sync: 1 / 0)
+    v = E.check_exercise(lambda fn, sync: 1 / 0)
     assert all("ZeroDivisionError" in d for _n, ok, d in v.checks if ok is False)  # the [GPU] line too
     assert not v.passed
-    v = L.check_exercise(lambda fn, sync: None)
+    v = E.check_exercise(lambda fn, sync: None)
     assert not v.passed
     with pytest.raises(ValueError, match="function itself"):
-        L.check_exercise(0.005)
+        E.check_exercise(0.005)
 
 
 def test_checker_stops_a_benchmark_that_never_ends():
@@ -141,7 +140,7 @@ def test_checker_stops_a_benchmark_that_never_ends():
         while True:
             fn()
 
-    v = L.check_exercise(forever)
+    v = E.check_exercise(forever)
     assert all("more than" in d for _n, ok, d in v.checks if ok is False)  # calls capped, on a GPU too
     assert sum(ok is False for _n, ok, _d in v.on_every_machine().checks) == 3
     if torch.cuda.is_available():  # the real-matmul line is capped the same way, so it cannot hang

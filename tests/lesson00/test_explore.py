@@ -5,21 +5,21 @@ import math
 import pytest
 import torch
 
-from lessons_lib import lesson00_timing as L
+from lessons_lib.lesson00_timing import explore
 
 
 def test_targets_judge_the_recorded_comparisons():
     section = {"demos": {"data_in_timed_region": {"paired_ratios": [3.0, 4.0, 5.0], "wrong": {"median": 1},
                                                    "honest": {"median": 1}}},
                "sim": {"wrong": [5.0, 5.2, 4.9], "harness": [1.3, 1.31, 1.29], "order": [1.2, 1.3, 1.25]}}
-    got = {t["name"]: t for t in L.targets("cpu", section)}
+    got = {t["name"]: t for t in explore.targets("cpu", section)}
     assert len(got) == 4
     assert [t["ok"] for t in got.values()] == [True, True, True, False]  # the order bar is 1.5
     assert all(isinstance(t["value"], float) and t["bar"] for t in got.values())
 
 @pytest.mark.slow
 def test_record_quick_returns_the_documented_keys():
-    rec = L.record(torch.device("cpu"), quick=True)
+    rec = explore.record(torch.device("cpu"), quick=True)
     json.dumps(rec)  # goes into the recorded-results JSON as it is
     assert rec["quick"] is True
     assert rec["device"] == "cpu"
@@ -40,7 +40,7 @@ def test_record_quick_returns_the_documented_keys():
         assert not d["honest"]["method"].startswith("WRONG"), key
     assert set(rec["sim"]) == {"wrong", "harness", "order"}
     assert all(len(v) >= 1 and all(x > 0 for x in v) for v in rec["sim"].values())
-    assert {t["name"][:2] for t in L.targets("cpu", rec)} == {"00"}
+    assert {t["name"][:2] for t in explore.targets("cpu", rec)} == {"00"}
 
 def test_recorded_gpu_summary_says_each_ratio_through_the_noise_rule(monkeypatch):
     from lessons_lib import results
@@ -51,7 +51,7 @@ def test_recorded_gpu_summary_says_each_ratio_through_the_noise_rule(monkeypatch
         "paired": {"wrong": {"label": "w", "median": 3.0, "iqr": 0.0}, "honest": {"label": "h", "median": 1.0, "iqr": 0.0},
                    "paired_ratios": [3.0, 3.1, 2.9]}}}
     rec = results.Recorded({"name": "NVIDIA T4", "kind": "cuda", "kind_of_figures": "measured", "torch": "2.13.0",
-                            "date": "2026-11-24"}, {L.KEY: section})
+                            "date": "2026-11-24"}, {explore.KEY: section})
     monkeypatch.setattr(results, "for_lesson", lambda *a, **k: [rec])
-    lines = L.recorded_gpu_summary().splitlines()
+    lines = explore.recorded_gpu_summary().splitlines()
     assert "(2×)" in lines[1] and "not decided on this run" in lines[2] and "(3×)" in lines[3]

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from lessons_lib import lesson00_timing as L
+from lessons_lib.lesson00_timing import demos, exercise
 from lessons_lib import timing
 
 from .helpers import no_sync, solution
@@ -21,14 +21,14 @@ def test_gpu_no_sync_reports_the_launches_not_the_kernels():
 
 @pytest.mark.gpu
 def test_gpu_first_call_reports_more_than_the_harness():
-    d = L.demo_first_call("cuda", n=4096)
+    d = demos.demo_first_call("cuda", n=4096)
     assert d.wrong.median > d.honest.median, str(d)
 
 
 @pytest.mark.gpu
 def test_gpu_checker_agrees_with_the_harness_on_a_real_kernel():
-    v = L.check_exercise(solution)
+    v = exercise.check_exercise(solution)
     assert v.passed, str(v)
     assert v.checks[-1][1] is True, str(v)
-    v = L.check_exercise(no_sync)
+    v = exercise.check_exercise(no_sync)
     assert v.checks[-1][1] is False, str(v)

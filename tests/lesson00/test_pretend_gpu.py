@@ -1,7 +1,10 @@
 """Lesson 00 on the pretend GPU: seed 000's three traps, exact on a manual clock."""
 import pytest
 
-from lessons_lib import lesson00_timing as L
+from lessons_lib.launch_queue import SimulatedGPU
+from lessons_lib.lesson00_timing import pretend_gpu, variants
+from lessons_lib.lesson00_timing.pretend_gpu import (ORDER_CALLS, ORDER_KERNEL, ORDER_LAUNCHES, ORDER_QUEUE,
+                                                  SIM_KERNEL, SIM_LAUNCH, SIM_SYNC)
 
 
 # --- seed 000's sync inside one variant, on the pretend GPU ------------------------------------
@@ -13,9 +16,9 @@ def test_the_wrong_way_times_the_launches_of_the_variant_without_sync():
     from lessons_lib.launch_queue import ManualClock
 
     clock = ManualClock()
-    gpu = L.SimulatedGPU(launch_cost=L.SIM_LAUNCH, sync_cost=L.SIM_SYNC, clock=clock)
-    syncs_inside, no_sync = L.thread000_variants(gpu, L.SIM_KERNEL)
-    for fn, per_call in ((no_sync, L.SIM_LAUNCH), (syncs_inside, L.SIM_LAUNCH + L.SIM_KERNEL + L.SIM_SYNC)):
+    gpu = SimulatedGPU(launch_cost=SIM_LAUNCH, sync_cost=SIM_SYNC, clock=clock)
+    syncs_inside, no_sync = variants.thread000_variants(gpu, SIM_KERNEL)
+    for fn, per_call in ((no_sync, SIM_LAUNCH), (syncs_inside, SIM_LAUNCH + SIM_KERNEL + SIM_SYNC)):
         gpu.synchronize()
         t0 = clock.now()
         for _ in range(20):
@@ -25,33 +28,33 @@ def test_the_wrong_way_times_the_launches_of_the_variant_without_sync():
 
 def test_the_wall_clock_demo_never_reports_less_than_the_rules_allow():
     # Lower bounds only (noise adds time, never removes it); the rankings are recorded targets.
-    r = L.demo_sync_in_one_variant(min_run_time=0.02)
-    assert r["no sync · wrong"].median >= L.SIM_LAUNCH
-    assert r["syncs inside · wrong"].median >= L.SIM_LAUNCH + L.SIM_KERNEL + L.SIM_SYNC
-    assert r["no sync · harness"].median >= 0.95 * L.SIM_KERNEL
-    assert r["syncs inside · harness"].median >= L.SIM_LAUNCH + L.SIM_KERNEL + L.SIM_SYNC
+    r = pretend_gpu.demo_sync_in_one_variant(min_run_time=0.02)
+    assert r["no sync · wrong"].median >= SIM_LAUNCH
+    assert r["syncs inside · wrong"].median >= SIM_LAUNCH + SIM_KERNEL + SIM_SYNC
+    assert r["no sync · harness"].median >= 0.95 * SIM_KERNEL
+    assert r["syncs inside · harness"].median >= SIM_LAUNCH + SIM_KERNEL + SIM_SYNC
     assert all(t.method.startswith("WRONG") == k.endswith("wrong") for k, t in r.items())
 
 
 def test_trap_three_bills_the_queued_work_to_the_variant_timed_next():
     from lessons_lib.launch_queue import ManualClock
 
-    true = L.ORDER_CALLS * L.ORDER_LAUNCHES * L.ORDER_KERNEL
-    queued = L.ORDER_QUEUE * L.ORDER_KERNEL
-    r = L.demo_order("no sync", clock=ManualClock())
+    true = ORDER_CALLS * ORDER_LAUNCHES * ORDER_KERNEL
+    queued = ORDER_QUEUE * ORDER_KERNEL
+    r = pretend_gpu.demo_order("no sync", clock=ManualClock())
     assert r.totals["no sync"] == pytest.approx(true - queued)
     assert r.totals["syncs inside"] == pytest.approx(true + queued)
-    assert r.totals["syncs inside"] / r.totals["no sync"] == pytest.approx(L.order_model_ratio())
-    fair = L.demo_order("no sync", final_sync=True, clock=ManualClock())  # the harness's sync: no billing
+    assert r.totals["syncs inside"] / r.totals["no sync"] == pytest.approx(pretend_gpu.order_model_ratio())
+    fair = pretend_gpu.demo_order("no sync", final_sync=True, clock=ManualClock())  # the harness's sync: no billing
     assert fair.totals == pytest.approx({"no sync": true, "syncs inside": true})
     with pytest.raises(ValueError, match="first"):
-        L.demo_order("loop")
+        pretend_gpu.demo_order("loop")
 
 
 def test_the_thread_s_two_totals_are_one_cost_and_a_queue_of_about_1024_launches():
-    rows = L.thread000_queue()
+    rows = pretend_gpu.thread000_queue()
     assert len(rows) == 2  # K. Frank's torch 1.10 run and his nightly run
-    assert L.thread000_launches_per_call() == 4  # two copies, the bmm, the bias add
+    assert pretend_gpu.thread000_launches_per_call() == 4  # two copies, the bmm, the bias add
     for q in rows:
         for reported, predicted in zip(q.reported, q.predicted):
             assert predicted == pytest.approx(reported, rel=0.01), q.lines()
@@ -63,13 +66,13 @@ def test_sim_verdicts_say_a_ratio_or_not_decided():
 
     decided = {"wrong": noise.Estimate([5.0, 5.1, 5.2]), "harness": noise.Ratio([1.3, 1.3, 1.31]),
                "order": noise.Estimate([2.0, 2.0, 2.1])}
-    lines = L.sim_verdicts(decided)
+    lines = pretend_gpu.sim_verdicts(decided)
     assert "5.1× faster" in lines[0] and "1.30×" in lines[1] and "2.00×" in lines[2]
     noisy = {k: noise.Estimate([1.0, 3.0, 9.0]) for k in ("wrong", "order")}
     noisy["harness"] = noise.Ratio([1.0, 3.0, 9.0])
-    assert all("not decided on this run" in line for line in L.sim_verdicts(noisy))
+    assert all("not decided on this run" in line for line in pretend_gpu.sim_verdicts(noisy))
 
 
 def test_the_model_leaves_the_device_idle_only_with_a_sync_inside():
-    lines = L.sync_timeline(calls=4)
+    lines = pretend_gpu.sync_timeline(calls=4)
     assert (len(lines["syncs inside"].gaps), len(lines["no sync"].gaps)) == (3, 0)
