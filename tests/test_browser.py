@@ -208,7 +208,7 @@ def test_explorer_refuses_runs_stops_reports_and_replays_in_a_real_kernel(lab, t
             page.screenshot(path=str(shots / "explorer-replay.png"), full_page=True)
             assert page.locator(".jupyter-widgets .jp-OutputArea-output", has_text="not a measurement").count() >= 1
             # 6. Run after a replay measures this machine, says so, and the menu follows
-            _run_code(page, "ex.lesson.variants[0].fn = L.broadcast_matmul  # mended\n" + SMALL_AGAIN)
+            _run_code(page, "ex.lesson.variants[0].fn = L.variants.broadcast_matmul  # mended\n" + SMALL_AGAIN)
             select.select_option(label=model)  # the model record again (sliders follow it)
             page.wait_for_selector(".jupyter-widgets .jp-OutputArea-output img", timeout=60_000)
             _run_code(page, SMALL_AGAIN)

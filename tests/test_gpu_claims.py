@@ -10,12 +10,14 @@ import math
 import pytest
 import torch
 
-from lessons_lib import lesson01_broadcast_matmul as L1
 from lessons_lib import lesson02_autograd_memory as L2
 from lessons_lib import memory, roofline
+from lessons_lib.lesson01_broadcast_matmul import exercise as exercise01
+from lessons_lib.lesson01_broadcast_matmul import explore as explore01
+from lessons_lib.lesson01_broadcast_matmul import variants as variants01
 from lessons_lib.trace import on_meta, trace_ops
 
-SEED1 = L1.THREAD_SHAPE
+SEED1 = variants01.THREAD_SHAPE
 SEED2 = L2.THREAD_SHAPE
 FIXES = ["einsum", "3-D bmm", "custom Function"]
 # Efficiencies the floor leaves out, from what cuBLAS and copy kernels typically reach of the
@@ -44,7 +46,7 @@ def _speedup_bar(peaks: roofline.Peaks, slow, fast, *inputs) -> float:
 
 
 def _thread_inputs():
-    return L1.make_inputs(SEED1, torch.device("meta"), torch.float32)
+    return variants01.make_inputs(SEED1, torch.device("meta"), torch.float32)
 
 
 def _exercise_inputs(device="meta"):
@@ -68,8 +70,8 @@ def _einsum_floor_bar(peaks: roofline.Peaks, sms: int) -> float:
     derived here: tile quantisation (208 × 6144 is 2 × 48 = 96 tiles, for 132 SMs on an H100: 73%
     busy), the bias add as a separate kernel (it reads and writes the output), and one more op's
     dispatch. Then 25% margin for the GEMM kernel itself."""
-    work = L1.LESSON.work(SEED1)["einsum"]
-    t = trace_ops(L1.einsum, *on_meta(*L1.make_inputs(SEED1, torch.device("meta"), torch.float32)))
+    work = explore01.LESSON.work(SEED1)["einsum"]
+    t = trace_ops(variants01.einsum, *on_meta(*variants01.make_inputs(SEED1, torch.device("meta"), torch.float32)))
     (gemm,) = t.gemms
     _batch, m, n, _k = gemm.gemm
     compute = work.flops / peaks.flops
@@ -82,7 +84,7 @@ def _einsum_floor_bar(peaks: roofline.Peaks, sms: int) -> float:
 @pytest.mark.parametrize("gpu", ["T4", "H100"])
 def test_einsum_speedup_bar_is_a_real_bar(gpu):
     # 3.8× on a T4 and 3.1× on an H100 after efficiencies and margin (the floors alone: 7.1× and 5.6×)
-    bar = _speedup_bar(_peaks(gpu), L1.broadcast_matmul, L1.einsum, *_thread_inputs())
+    bar = _speedup_bar(_peaks(gpu), variants01.broadcast_matmul, variants01.einsum, *_thread_inputs())
     assert 2 <= bar < 7
 
 
@@ -96,8 +98,9 @@ def test_einsum_floor_bar_allows_for_tile_quantisation(gpu):
 def test_exercise_01_speed_bar_is_within_the_model(gpu):
     # The starter copies W 64 times (then its bmm reads the copy); a one-GEMM solution does not.
     # Efficiency-weighted model: 1.73× on a T4, 1.58× on an H100; less the margin: 1.51× and 1.37×.
-    bar = _speedup_bar(_peaks(gpu), L1.exercise_starter, _one_gemm, *_exercise_inputs())
-    assert L1.GPU_SPEEDUP_BAR <= bar, f"the lesson asks {L1.GPU_SPEEDUP_BAR}×; the model with margin allows {bar:.2f}×"
+    bar = _speedup_bar(_peaks(gpu), exercise01.exercise_starter, _one_gemm, *_exercise_inputs())
+    asked = exercise01.GPU_SPEEDUP_BAR
+    assert asked <= bar, f"the lesson asks {asked}×; the model with margin allows {bar:.2f}×"
 
 
 # --- lesson 01 on a real GPU ---------------------------------------------------------------------
@@ -110,9 +113,9 @@ def _gpu_peaks(dev) -> tuple[roofline.Peaks, int]:
 @pytest.mark.gpu
 def test_gpu_einsum_beats_broadcast_by_the_modelled_margin():
     dev = torch.device("cuda")
-    run = L1.LESSON.run(SEED1, dev, variants=["broadcast matmul", "einsum"], min_run_time=0.5)
+    run = explore01.LESSON.run(SEED1, dev, variants=["broadcast matmul", "einsum"], min_run_time=0.5)
     peaks, _sms = _gpu_peaks(dev)
-    bar = _speedup_bar(peaks, L1.broadcast_matmul, L1.einsum, *_thread_inputs())
+    bar = _speedup_bar(peaks, variants01.broadcast_matmul, variants01.einsum, *_thread_inputs())
     ratio = run.timings["broadcast matmul"].median / run.timings["einsum"].median
     assert ratio >= bar, f"einsum {ratio:.2f}× faster than broadcast matmul; the model with margin asks {bar:.2f}×"
 
@@ -120,7 +123,7 @@ def test_gpu_einsum_beats_broadcast_by_the_modelled_margin():
 @pytest.mark.gpu
 def test_gpu_einsum_runs_near_its_floor():
     dev = torch.device("cuda")
-    run = L1.LESSON.run(SEED1, dev, variants=["einsum"], min_run_time=0.5)
+    run = explore01.LESSON.run(SEED1, dev, variants=["einsum"], min_run_time=0.5)
     peaks = roofline.measure_peaks(dev, torch.float32)  # what this GPU's GEMM really reaches
     _p, sms = _gpu_peaks(dev)
     floor = peaks.floor(run.work["einsum"])
@@ -131,7 +134,7 @@ def test_gpu_einsum_runs_near_its_floor():
 
 @pytest.mark.gpu
 def test_gpu_exercise_solution_passes_the_speed_bar():
-    _claim, ok, detail = L1.gpu_speed_check(_one_gemm)
+    _claim, ok, detail = exercise01.gpu_speed_check(_one_gemm)
     assert ok, detail
 
 

@@ -158,7 +158,7 @@ def test_kernels_on_cuda_without_a_cuda_profiler_is_none_not_an_error():
 
 
 def test_record_on_the_simulated_gpu_names_it_a_simulation(tmp_path):
-    from lessons_lib import lesson01_broadcast_matmul as L1
+    from lessons_lib.lesson01_broadcast_matmul import explore as L1  # LESSON and record
 
     info = device.describe("cuda")
     path = results.save(info, {L1.LESSON.key: L1.record(torch.device("cuda"), quick=True)}, tmp_path)

@@ -12,12 +12,12 @@ Which file holds what:
 - evidence.py  the bytes of the expanded weight copy
 - explore.py   LESSON (the explorer's declaration), explorer(), the recorded results (record, targets)
 - exercise.py  the exercise: starter, float64 reference, checker, the GPU speed bar
+
+Below: the names the notebook and its solution use (the tests import the rest from the files above).
+`explorer` is also used by tests/test_widgets.py, tests/test_browser.py and workshop/explorer_times.py.
 """
 from __future__ import annotations
 
-from .variants import THREAD_SHAPE, broadcast_matmul, loop, einsum, stacked_bmm, folded_mm, make_inputs  # noqa: F401
-from .evidence import thread_weight_copy_bytes  # noqa: F401
-from .explore import peak_bytes, LESSON, explorer, SWEEPS_GPU, SWEEPS_CPU, record, targets  # noqa: F401
-from .exercise import (  # noqa: F401
-    exercise_starter, exercise_reference, EXERCISE_SHAPES, check_exercise, GPU_SPEEDUP_BAR, gpu_speed_check,
-)
+from .exercise import check_exercise, exercise_starter  # noqa: F401
+from .explore import LESSON, explorer  # noqa: F401
+from .variants import THREAD_SHAPE, make_inputs  # noqa: F401

@@ -2,26 +2,26 @@
 import pytest
 import torch
 
-from lessons_lib import lesson01_broadcast_matmul as L
 from lessons_lib import roofline, trace
+from lessons_lib.lesson01_broadcast_matmul import evidence, explore, variants
 
 from .helpers import SEED, WEIGHT_COPY, WEIGHT_COPY_BYTES
 
 
 @pytest.fixture(scope="module")
 def seed_traces():
-    return L.LESSON.traces(SEED)  # on meta: nothing allocated
+    return explore.LESSON.traces(SEED)  # on meta: nothing allocated
 
 
 
 # --- the mechanism: op traces -------------------------------------------------------------------
 @pytest.mark.parametrize("dev", ["meta", "cpu"])
 def test_trace_finds_the_weight_copy_and_the_batch_156_bmm(dev):
-    x, weight, bias = L.make_inputs(SEED, torch.device(dev), torch.float32)
-    t = trace.trace_ops(L.broadcast_matmul, x, weight, bias)
+    x, weight, bias = variants.make_inputs(SEED, torch.device(dev), torch.float32)
+    t = trace.trace_ops(variants.broadcast_matmul, x, weight, bias)
     copies = [op for op in t.named("clone") if op.out_shapes[0] == WEIGHT_COPY]
     assert len(copies) == 1
-    assert copies[0].alloc_bytes == WEIGHT_COPY_BYTES == L.thread_weight_copy_bytes()
+    assert copies[0].alloc_bytes == WEIGHT_COPY_BYTES == evidence.thread_weight_copy_bytes()
     assert round(WEIGHT_COPY_BYTES / 1e6) == 164
     assert WEIGHT_COPY_BYTES // 2**20 == 156
     assert [(op.name, op.gemm) for op in t.gemms] == [("bmm", (156, 16, 512, 512))]  # batch, M, N, K
@@ -60,13 +60,13 @@ def test_same_flops_very_different_bytes(seed_traces):
     assert len({w.flops for w in work.values()}) == 1
     assert work["einsum"].flops == 2 * 208 * 6144 * 512
     assert work["broadcast matmul"].bytes > 10 * work["einsum"].bytes
-    table = L.LESSON.work_table(SEED)
+    table = explore.LESSON.work_table(SEED)
     assert "1 (batch 156)" in table
     assert "12 (batch 1)" in table
 
 
 def test_one_input_means_no_copy():
-    t = L.LESSON.traces({**SEED, "num_inputs": 1})["broadcast matmul"]
+    t = explore.LESSON.traces({**SEED, "num_inputs": 1})["broadcast matmul"]
     assert t.copies == []
     assert t.gemms[0].gemm == (12, 16, 512, 512)
 
@@ -75,8 +75,8 @@ def test_one_input_means_no_copy():
 def test_stacked_bmm_source_says_the_bias_is_copied_not_fused():
     # baddbmm's structured meta function copies `self` into the output when beta != 0, for every
     # backend (common_checks_baddbmm_bmm in aten/src/ATen/native/LinearAlgebra.cpp); the trace sees it.
-    doc = L.stacked_bmm.__doc__
+    doc = variants.stacked_bmm.__doc__
     assert "bias fused" not in doc and "copies the expanded bias" in doc
-    t = L.LESSON.traces(L.THREAD_SHAPE)["stacked bmm"]
+    t = explore.LESSON.traces(variants.THREAD_SHAPE)["stacked bmm"]
     (gemm,) = t.gemms
     assert gemm.name == "baddbmm" and t.copied_bytes == 12 * 13 * 16 * 512 * 4  # the bias, expanded to the output

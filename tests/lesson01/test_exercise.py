@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from lessons_lib import lesson01_broadcast_matmul as L
 from lessons_lib import grading
+from lessons_lib.lesson01_broadcast_matmul import exercise
 
 
 # --- the exercise checker ---------------------------------------------------------------------
@@ -18,7 +18,7 @@ def _checks(verdict):
 
 
 def test_checker_fails_the_starter_on_copies_not_correctness():
-    v = L.check_exercise(L.exercise_starter)
+    v = exercise.check_exercise(exercise.exercise_starter)
     assert not v.passed
     assert "Not yet" in str(v)
     c = _checks(v)
@@ -30,7 +30,7 @@ def test_checker_fails_the_starter_on_copies_not_correctness():
 @pytest.mark.parametrize("fn", [_folded, lambda x, W: torch.einsum("btd,hed->bhte", x, W)])
 def test_checker_passes_a_correct_one_gemm_solution(fn):
     # Every machine-independent line; the [GPU] speed bar is test_gpu_exercise_solution_passes_the_speed_bar's.
-    v = L.check_exercise(fn).on_every_machine()
+    v = exercise.check_exercise(fn).on_every_machine()
     assert v.passed, str(v)
     assert "Passed" in str(v)
 
@@ -40,16 +40,16 @@ def _first_head_only(x, W):  # right shape, wrong values
 
 
 def test_checker_fails_wrong_values():
-    assert _checks(L.check_exercise(_first_head_only))["matches the float64 reference at 4 shapes"] is False
+    assert _checks(exercise.check_exercise(_first_head_only))["matches the float64 reference at 4 shapes"] is False
 
 
 def test_checker_fails_a_wrong_shape():
-    v = L.check_exercise(lambda x, W: torch.einsum("btd,hed->bthe", x, W))  # (B, T, H, Dh)
+    v = exercise.check_exercise(lambda x, W: torch.einsum("btd,hed->bthe", x, W))  # (B, T, H, Dh)
     assert _checks(v)["runs and returns"] is False
 
 
 def test_checker_reports_a_crash_as_a_line():
-    v = L.check_exercise(lambda x, W: x @ W)  # D against Dh: a shape error
+    v = exercise.check_exercise(lambda x, W: x @ W)  # D against Dh: a shape error
     assert "RuntimeError" in str(v)
 
 
@@ -60,7 +60,7 @@ def test_checker_fails_nan():
         out[(0,) * out.dim()] = float("nan")
         return out
 
-    assert _checks(L.check_exercise(nan_out))["matches the float64 reference at 4 shapes"] is False
+    assert _checks(exercise.check_exercise(nan_out))["matches the float64 reference at 4 shapes"] is False
 
 
 def test_checker_catches_a_solution_that_overwrites_its_input():
@@ -70,7 +70,7 @@ def test_checker_catches_a_solution_that_overwrites_its_input():
         W.zero_()
         return torch.einsum("btd,hed->bhte", x, W)
 
-    v = L.check_exercise(zero_everything)
+    v = exercise.check_exercise(zero_everything)
     assert "changed input" in str(v)
 
 
@@ -81,7 +81,7 @@ def test_checker_accepts_a_correct_solution_that_reads_a_value():
             raise AssertionError("unreachable")
         return _folded(x, W)
 
-    assert L.check_exercise(with_item).on_every_machine().passed
+    assert exercise.check_exercise(with_item).on_every_machine().passed
 
 
 def test_checker_stops_an_endless_loop(monkeypatch):
@@ -91,16 +91,16 @@ def test_checker_stops_an_endless_loop(monkeypatch):
         while True:
             pass
 
-    v = L.check_exercise(forever)
+    v = exercise.check_exercise(forever)
     assert "stopped" in str(v)
 
 
 def test_checker_refuses_a_non_function():
-    assert _checks(L.check_exercise("my_projection"))["is a function"] is False
+    assert _checks(exercise.check_exercise("my_projection"))["is a function"] is False
 
 
 def test_checker_fails_a_correct_loop_on_gemm_count():
-    v = L.check_exercise(lambda x, W: torch.stack([x @ w.T for w in W], dim=1))
+    v = exercise.check_exercise(lambda x, W: torch.stack([x @ w.T for w in W], dim=1))
     c = _checks(v)
     assert not v.passed
     assert c["matches the float64 reference at 4 shapes"] is True

@@ -4,7 +4,6 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from lessons_lib import lesson01_broadcast_matmul as L
 from lessons_lib.lesson01_broadcast_matmul import explore
 
 from .helpers import SEED
@@ -27,14 +26,14 @@ def no_allocation(monkeypatch):
     from lessons_lib import roofline
 
     roofline.measure_peaks(torch.device("cpu"), torch.float32)
-    real_inputs = L.LESSON.make_inputs
+    real_inputs = explore.LESSON.make_inputs
 
     def make_inputs(*args, **kwargs):
         if not _on_meta(args, kwargs):
             _boom()
         return real_inputs(*args, **kwargs)
 
-    monkeypatch.setattr(L.LESSON, "make_inputs", make_inputs)
+    monkeypatch.setattr(explore.LESSON, "make_inputs", make_inputs)
     for name in ("randn", "rand", "zeros", "ones"):
         real = getattr(torch, name)
 
@@ -58,7 +57,7 @@ def one_thread():
 
 # --- the explorer: refuses before allocating, runs small shapes ---------------------------------
 def test_explorer_refuses_an_oversized_shape_without_allocating(no_allocation):
-    ex = L.explorer("cpu")
+    ex = explore.explorer("cpu")
     with pytest.raises(ValueError, match="Make a dimension smaller"):
         ex.run(embed_dims=8192, num_modules=256)
     with pytest.raises(ValueError, match="Make a dimension smaller"):  # a sweep checks every shape first
@@ -77,23 +76,23 @@ def test_explorer_refuses_an_oversized_shape_without_allocating(no_allocation):
 ])
 def test_explorer_rejects_invalid_input_with_a_sentence(no_allocation, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        L.explorer("cpu").run(**kwargs)
+        explore.explorer("cpu").run(**kwargs)
 
 
 def test_explorer_rejects_cuda_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(ValueError, match="no usable CUDA"):
-        L.explorer("cpu").run(device="cuda", embed_dims=8)
+        explore.explorer("cpu").run(device="cuda", embed_dims=8)
 
 
 def test_explorer_runs_a_small_shape_to_a_figure(one_thread):
-    ex = L.explorer("cpu")
+    ex = explore.explorer("cpu")
     ex.min_run_time = 0.01
     run, fig = ex.run(num_modules=2, num_inputs=3, batch_size=2, embed_dims=8)
     try:
         assert isinstance(fig, matplotlib.figure.Figure)
-        assert set(run.timings) == {v.name for v in L.LESSON.variants}
+        assert set(run.timings) == {v.name for v in explore.LESSON.variants}
         assert all(t.median > 0 for t in run.timings.values())
     finally:
         plt.close(fig)
@@ -106,12 +105,12 @@ def test_record_quick_on_cpu(monkeypatch, one_thread):
     # fast on a busy CPU (the notebook times the real seed shape; record() does not depend on it).
     small = {**SEED, "embed_dims": 64}
     monkeypatch.setattr(explore, "THREAD_SHAPE", small)
-    monkeypatch.setattr(L.LESSON.param("embed_dims"), "cpu", 64)
-    out = L.record(torch.device("cpu"), quick=True)
+    monkeypatch.setattr(explore.LESSON.param("embed_dims"), "cpu", 64)
+    out = explore.record(torch.device("cpu"), quick=True)
     head = out["headline"]
     assert head["params"] == small
     assert head["dtype"] == "float32"
-    assert set(head["variants"]) == {v.name for v in L.LESSON.variants}
+    assert set(head["variants"]) == {v.name for v in explore.LESSON.variants}
     assert head["peaks"]["flops"] > 0
     assert head["peaks"]["bandwidth"] > 0
     for row in head["variants"].values():
