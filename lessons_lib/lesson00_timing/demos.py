@@ -195,7 +195,6 @@ def demo_first_call(device=None, n: int | None = None, min_run_time: float = 0.2
                 Timing(**data["wrong"]), Timing(**data["honest"]))
 
 
-
 def demo_random_data(device=None, rows: int | None = None, width: int | None = None,
                      min_run_time: float = 0.2) -> Demo:
     """Time `f(torch.randn(...))` (seed 003) against `f(x)` with `x` made beforehand."""

@@ -17,6 +17,7 @@ def test_cache_demo_rotates_through_twice_the_cache_or_the_cap():
 
     assert demos.sizes("cpu").rotate_bytes >= min(2 * last_level_cache_bytes("cpu"), demos.ROTATE_CAP)
 
+
 # --- the demos and the record command ----------------------------------------------------------
 
 
@@ -52,12 +53,14 @@ def test_demo_verdicts_go_through_the_noise_rule():
     noisy = demos.Demo("k", "m", {}, t(2.0, 0.0), t(1.0, 0.9))
     assert "not decided on this run" in noisy.verdict()
 
+
 def test_demo_first_call_runs_in_a_fresh_process():
     d = demos.demo_first_call("cpu", n=128, min_run_time=0.02)
     assert d.wrong.method == "WRONG: one cold call"
     assert d.wrong.median > 0
     assert d.honest.median > 0
     assert len(d.honest.samples) >= timing.MIN_SAMPLES
+
 
 def test_show_source_and_sizes():
     code = show_source(exercise.broken_benchmark)

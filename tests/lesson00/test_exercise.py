@@ -4,7 +4,7 @@ import time
 import pytest
 import torch
 
-from lessons_lib import timing
+from lessons_lib import grading, timing
 from lessons_lib.lesson00_timing import exercise as E
 
 from .helpers import first_call_only, in_milliseconds, mean_not_median, no_sync, solution
@@ -28,7 +28,9 @@ def test_fake_workloads_take_their_stated_time():
     with pytest.raises(ValueError, match="kind"):
         E.FakeWorkload("warm")
 
+
 # --- the exercise checker -------------------------------------------------------------------
+
 
 BROKEN_VERDICT = """Exercise 00: an honest benchmark:
   ✗ cold start: first call 100 ms, then 5 ms a call (reports too much: warm up before you start the clock)
@@ -141,10 +143,14 @@ def test_checker_stops_a_benchmark_that_never_ends():
             fn()
 
     v = E.check_exercise(forever)
-    assert all("more than" in d for _n, ok, d in v.checks if ok is False)  # calls capped, on a GPU too
+    # Calls capped, on a GPU too. There (and under tests/simgpu, whose matmuls run on the CPU) a busy machine
+    # may reach the time limit before MAX_CALLS real matmuls: stopped either way, never hung.
+    assert all("more than" in d or (n.startswith(grading.GPU_TAG) and "still running after" in d)
+               for n, ok, d in v.checks if ok is False), str(v)
     assert sum(ok is False for _n, ok, _d in v.on_every_machine().checks) == 3
     if torch.cuda.is_available():  # the real-matmul line is capped the same way, so it cannot hang
         assert v.checks[-1][1] is False, str(v)
+
 
 def test_checker_stops_a_benchmark_that_never_returns(monkeypatch):
     monkeypatch.setattr(E, "WORKLOAD_TIME_LIMIT", 0.3)

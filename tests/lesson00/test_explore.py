@@ -17,6 +17,7 @@ def test_targets_judge_the_recorded_comparisons():
     assert [t["ok"] for t in got.values()] == [True, True, True, False]  # the order bar is 1.5
     assert all(isinstance(t["value"], float) and t["bar"] for t in got.values())
 
+
 @pytest.mark.slow
 def test_record_quick_returns_the_documented_keys():
     rec = explore.record(torch.device("cpu"), quick=True)
@@ -41,6 +42,7 @@ def test_record_quick_returns_the_documented_keys():
     assert set(rec["sim"]) == {"wrong", "harness", "order"}
     assert all(len(v) >= 1 and all(x > 0 for x in v) for v in rec["sim"].values())
     assert {t["name"][:2] for t in explore.targets("cpu", rec)} == {"00"}
+
 
 def test_recorded_gpu_summary_says_each_ratio_through_the_noise_rule(monkeypatch):
     from lessons_lib import results
