@@ -5,14 +5,15 @@ import torch
 
 from ..syncs import syncs
 from ..trace import trace_ops
-from .model import copy_weights, fixed_train, make_data, Model, slow_train
+from .model import copy_weights, fixed_train, make_data, Model, shape, slow_train
 
 
-def pair(dtype=torch.float32, seed=0):
-    """A slow model and a fixed one with the same weights."""
+def pair(dtype=torch.float32, seed=0, dims: dict | None = None):
+    """A slow model and a fixed one with the same weights (default: the CPU shape)."""
+    d = dims or shape("cpu")
     torch.manual_seed(seed)
-    slow = Model(False, dtype=dtype)
-    return slow, copy_weights(slow, Model(True, dtype=dtype))
+    slow = Model(False, d["C"], d["H"], d["E"], dtype=dtype)
+    return slow, copy_weights(slow, Model(True, d["C"], d["H"], d["E"], dtype=dtype))
 
 
 def findings(steps=2):

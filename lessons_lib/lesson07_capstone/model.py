@@ -1,132 +1,240 @@
 """The capstone's model: one small training setup with the pitfalls of lessons 01-06 in it, and its fixes.
 
-`Slow` is the forum-style code; `Fixed` computes the same function. `FIXES` names each fix and the lesson
-that explains it. Shapes: B batch, T tokens, C = H*D channels, H heads, D head size, E experts.
+Each pitfall is a pair of functions below: the forum's form and its fix, computing the same numbers.
+`Block(fixes)` composes them, so any set of fixes can be switched on (the waterfall, the explorer);
+`Model(False)` has none, `Model(True)` every one. `FIXES` names each fix, in the order the notebook
+applies them, and the lesson that explains it; the training loops hold the loop's own pitfalls.
+Shapes: B batch, T tokens, C = H*D channels, H heads, D head size, E experts, K classes.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from ..grouped_linear import GroupedLinear
 
-FIXES = {
-    "gemm": "one GEMM for the per-head projections instead of a broadcast matmul (lesson 01)",
+FIXES = {  # in the notebook's order; each one cumulative on the ones before
+    "gemm": "one GEMM for the q, k, v projections of every head instead of three broadcast matmuls (lesson 01)",
     "grouped": "GroupedLinear instead of a loop over small Linears (lesson 03)",
-    "fused": "the activation as one built-in op instead of an elementwise chain (lesson 04)",
-    "saved": "no intermediates kept alive for autograd (lesson 02)",
-    "loop": "on-device logging, one cat, the mask made once on the device (lesson 06)",
+    "fused": "the norm and the activation as built-in ops instead of elementwise chains (lesson 04)",
+    "saved": "attention by scaled_dot_product_attention: no (B, H, T, T) matrix kept for backward (lesson 02)",
+    "loop": "the loop: losses logged on the device, one cat, the mask made once, a foreach optimizer "
+            "(lessons 06 and 04)",
 }
+# The model's default shape, by device: small on a CPU (where the broadcast's copies already cost more than
+# the GEMM they feed), a realistic small transformer block on a GPU.
+SHAPE = {"cpu": dict(C=256, H=16, E=16, T=8, batch=32), "cuda": dict(C=768, H=12, E=16, T=128, batch=64)}
+
+
+def shape(device=None) -> dict:
+    """The default shape on `device` (a CUDA GPU, or anything else: the CPU's)."""
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    return dict(SHAPE["cuda" if dev.type == "cuda" else "cpu"])
+
+
+# === the pitfalls as a forum post writes them, and their fixes ======================================
+
+def qkv_broadcast(x, wq, wk, wv):                    # x (B, T, C); w* (H, C, D): per-head weights
+    xh = x.unsqueeze(1)                              # (B, 1, T, C)
+    # (B, 1, T, C) @ (H, C, D): matmul expands both sides to (B, H, ...) and copies them, then one bmm
+    return xh @ wq, xh @ wk, xh @ wv                 # 3 x (B, H, T, D)
+
+
+def qkv_one_gemm(x, w, H):                           # x (B, T, C); w (3C, C): nn.Linear's weight
+    B, T, C = x.shape
+    qkv = F.linear(x, w).view(B, T, 3, H, C // H)    # one (B*T, C) @ (C, 3C) GEMM
+    return qkv.permute(2, 0, 3, 1, 4).unbind(0)      # 3 x (B, H, T, D), views
+
+
+def attention_kept(q, k, v):                         # (B, H, T, D) each
+    att = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)  # (B, H, T, T), kept for backward
+    return att @ v                                   # (B, H, T, D)
+
+
+def attention_sdpa(q, k, v):                         # (B, H, T, D) each
+    return F.scaled_dot_product_attention(q, k, v)   # nothing (B, H, T, T) saved
+
+
+def norm_by_hand(x, g, b, eps=1e-5):                 # x (B, T, C); g, b (C,)
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * g + b  # ~8 ops, each intermediate saved for backward
 
 
 def gelu_chain(x):
-    # hand-written tanh GELU: ~8 elementwise kernels, each intermediate saved for backward
+    # hand-written tanh GELU: ~8 elementwise ops, each intermediate saved for backward
     return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
-class SlowBlock(nn.Module):
-    def __init__(self, C=64, H=4, E=8, dtype=None):
+def experts_loop(h, experts):                        # h (B, T, C); E Linears of C/E -> C/E
+    parts = [lin(c) for lin, c in zip(experts, h.chunk(len(experts), -1))]   # E x (B, T, C/E)
+    return torch.cat(parts, dim=-1)                  # (B, T, C)
+
+
+def experts_grouped(h, experts):                     # one GroupedLinear(E, C/E, C/E): one bmm
+    return experts(h)                                # (B, T, C)
+
+
+# === the block and the model ==========================================================================
+
+def _fixes(fixes) -> frozenset:
+    if fixes is True:
+        return frozenset(FIXES)
+    fixes = frozenset(fixes or ())
+    unknown = fixes - set(FIXES)
+    if unknown:
+        raise ValueError(f"Unknown fix(es) {sorted(unknown)}; choose from {list(FIXES)}.")
+    return fixes
+
+
+class Block(nn.Module):
+    """norm -> per-head attention -> GELU -> experts -> output projection, with a residual.
+    `fixes`: which of FIXES this block uses (True: all)."""
+
+    def __init__(self, C=256, H=16, E=16, fixes=(), dtype=None):
         super().__init__()
-        self.H, self.D, self.E = H, C // H, E
-        self.w_qkv = nn.Parameter(torch.randn(H, C, 3 * (C // H), dtype=dtype) / C ** 0.5)  # (H, C, 3D)
-        self.experts = nn.ModuleList(nn.Linear(C // E, C // E, dtype=dtype) for _ in range(E))  # E x (C/E -> C/E)
+        if C % H or C % E:
+            raise ValueError(f"channels C={C} must be divisible by the heads H={H} and the experts E={E}.")
+        self.fixes, self.H, self.D, self.E = _fixes(fixes), H, C // H, E
+        if "fused" in self.fixes:
+            self.norm = nn.LayerNorm(C, dtype=dtype)
+        else:
+            self.g, self.b = nn.Parameter(torch.ones(C, dtype=dtype)), nn.Parameter(torch.zeros(C, dtype=dtype))
+        if "gemm" in self.fixes:
+            self.qkv = nn.Linear(C, 3 * C, bias=False, dtype=dtype)
+        else:
+            self.wq, self.wk, self.wv = (nn.Parameter(torch.randn(H, C, C // H, dtype=dtype) / C ** 0.5)
+                                         for _ in range(3))
+        if "grouped" in self.fixes:
+            self.experts = GroupedLinear(E, C // E, C // E, strategy="bmm", dtype=dtype)
+        else:
+            self.experts = nn.ModuleList(nn.Linear(C // E, C // E, dtype=dtype) for _ in range(E))
         self.out = nn.Linear(C, C, dtype=dtype)
 
-    def forward(self, x):                                        # (B, T, C)
+    def forward(self, x):                                          # (B, T, C)
         B, T, C = x.shape
-        qkv = torch.matmul(x.unsqueeze(1), self.w_qkv)           # (B, 1, T, C) @ (H, C, 3D) -> (B, H, T, 3D)
-        q, k, v = qkv.split(self.D, dim=-1)                      # (B, H, T, D) each
-        att = torch.softmax(q @ k.transpose(-1, -2) / self.D ** 0.5, dim=-1)   # (B, H, T, T)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)           # (B, T, C)
-        h = gelu_chain(y)                                        # (B, T, C)
-        parts = [lin(c) for lin, c in zip(self.experts, h.chunk(self.E, -1))]   # E x (B, T, C/E)
-        return x + self.out(torch.cat(parts, dim=-1))            # (B, T, C)
-
-
-class FixedBlock(nn.Module):
-    def __init__(self, C=64, H=4, E=8, dtype=None):
-        super().__init__()
-        self.H, self.D, self.E = H, C // H, E
-        self.w_qkv = nn.Parameter(torch.randn(H, C, 3 * (C // H), dtype=dtype) / C ** 0.5)  # (H, C, 3D)
-        self.experts = GroupedLinear(E, C // E, C // E, strategy="bmm", dtype=dtype)  # (E, C/E, C/E) in one bmm
-        self.out = nn.Linear(C, C, dtype=dtype)
-
-    def forward(self, x):                                        # (B, T, C)
-        B, T, C = x.shape
-        w = self.w_qkv.permute(1, 0, 2).reshape(C, -1)           # (C, H*3D): one GEMM for every head
-        qkv = (x @ w).view(B, T, self.H, 3 * self.D).transpose(1, 2)   # (B, H, T, 3D)
-        q, k, v = qkv.split(self.D, dim=-1)                      # (B, H, T, D) each
-        y = nn.functional.scaled_dot_product_attention(q, k, v)  # (B, H, T, D), nothing (B, H, T, T) saved
-        y = y.transpose(1, 2).reshape(B, T, C)                   # (B, T, C)
-        h = nn.functional.gelu(y, approximate="tanh")            # one kernel
-        return x + self.out(self.experts(h))                     # (B, T, C)
+        fx = self.fixes
+        h = self.norm(x) if "fused" in fx else norm_by_hand(x, self.g, self.b)
+        q, k, v = qkv_one_gemm(h, self.qkv.weight, self.H) if "gemm" in fx else qkv_broadcast(h, self.wq, self.wk,
+                                                                                               self.wv)
+        y = (attention_sdpa if "saved" in fx else attention_kept)(q, k, v)      # (B, H, T, D)
+        y = y.transpose(1, 2).reshape(B, T, C)                                   # (B, T, C)
+        h = F.gelu(y, approximate="tanh") if "fused" in fx else gelu_chain(y)
+        h = experts_grouped(h, self.experts) if "grouped" in fx else experts_loop(h, self.experts)
+        return x + self.out(h)                                                   # (B, T, C)
 
 
 class Model(nn.Module):
-    """Embedding -> block -> mean-pool readout: classify which of K patterns a noisy sequence holds."""
+    """Embedding -> block -> mean-pool readout: classify which of K patterns a noisy sequence holds.
+    fixed: True (every fix), False (none) or a collection of FIXES' names."""
 
-    def __init__(self, fixed=False, C=64, H=4, E=8, K=4, dtype=None):
+    def __init__(self, fixed=False, C=256, H=16, E=16, K=4, dtype=None):
         super().__init__()
-        self.fixed = fixed
+        self.fixed = _fixes(fixed)
         self.inp = nn.Linear(8, C, dtype=dtype)
-        self.block = (FixedBlock if fixed else SlowBlock)(C, H, E, dtype)
+        self.block = Block(C, H, E, self.fixed, dtype)
         self.head = nn.Linear(C, K, dtype=dtype)
 
-    def forward(self, x):                                        # (B, T, 8)
-        return self.head(self.block(self.inp(x)).mean(1))        # (B, K)
+    def forward(self, x):                                          # (B, T, 8)
+        return self.head(self.block(self.inp(x)).mean(1))          # (B, K)
+
+
+def SlowBlock(C=256, H=16, E=16, dtype=None) -> Block:
+    return Block(C, H, E, (), dtype)
+
+
+def FixedBlock(C=256, H=16, E=16, dtype=None) -> Block:
+    return Block(C, H, E, True, dtype)
 
 
 @torch.no_grad()
-def copy_weights(slow: Model, fixed: Model) -> Model:
-    """Give `fixed` exactly `slow`'s parameters (the experts' Linears into the GroupedLinear)."""
-    fixed.inp.load_state_dict(slow.inp.state_dict())
-    fixed.head.load_state_dict(slow.head.state_dict())
-    fixed.block.w_qkv.copy_(slow.block.w_qkv)
-    fixed.block.out.load_state_dict(slow.block.out.state_dict())
-    for e, lin in enumerate(slow.block.experts):
-        fixed.block.experts.weight[e].copy_(lin.weight)
-        fixed.block.experts.bias[e].copy_(lin.bias)
-    return fixed
+def copy_weights(src: Model, dst: Model) -> Model:
+    """Give `dst` exactly `src`'s parameters, whatever fixes each uses (the layouts are converted)."""
+    a, b = src.block, dst.block
+    for name in ("inp", "head"):
+        getattr(dst, name).load_state_dict(getattr(src, name).state_dict())
+    b.out.load_state_dict(a.out.state_dict())
+    g, bias = (a.norm.weight, a.norm.bias) if hasattr(a, "norm") else (a.g, a.b)
+    (b.norm.weight if hasattr(b, "norm") else b.g).copy_(g)
+    (b.norm.bias if hasattr(b, "norm") else b.b).copy_(bias)
+    if hasattr(a, "qkv"):  # (3C, C) rows ordered (3, H, D) -> three (H, C, D)
+        w = a.qkv.weight.view(3, a.H, a.D, -1).transpose(-1, -2)
+    else:
+        w = torch.stack((a.wq, a.wk, a.wv))                       # (3, H, C, D)
+    if hasattr(b, "qkv"):
+        b.qkv.weight.copy_(w.transpose(-1, -2).reshape(b.qkv.weight.shape))
+    else:
+        for dst_w, src_w in zip((b.wq, b.wk, b.wv), w):
+            dst_w.copy_(src_w)
+    ws, bs = _expert_params(a)
+    if isinstance(b.experts, GroupedLinear):
+        b.experts.weight.copy_(ws)
+        b.experts.bias.copy_(bs)
+    else:
+        for e, lin in enumerate(b.experts):
+            lin.weight.copy_(ws[e])
+            lin.bias.copy_(bs[e])
+    return dst
 
 
-def make_data(n=256, T=16, K=4, seed=0, dtype=torch.float32):
+def _expert_params(block):
+    """(E, out, in) weights and (E, out) biases, from either form."""
+    if isinstance(block.experts, GroupedLinear):
+        return block.experts.weight, block.experts.bias
+    return (torch.stack([lin.weight for lin in block.experts]), torch.stack([lin.bias for lin in block.experts]))
+
+
+def make_data(n=256, T=8, K=4, seed=0, dtype=torch.float32):
     """A synthetic task it learns visibly: each class is a fixed random pattern plus noise."""
     g = torch.Generator().manual_seed(seed)
     patterns = torch.randn(K, T, 8, generator=g)
     y = torch.randint(0, K, (n,), generator=g)
-    x = patterns[y] + 1.5 * torch.randn(n, T, 8, generator=g)
+    x = patterns[y] + 1.0 * torch.randn(n, T, 8, generator=g)
     return x.to(dtype), y
+
+
+# === the training loops =================================================================================
+
+def batches(n, steps, batch, seed=0):
+    """The rows of each step's batch: a shuffled order, fixed by the seed, the same for both loops."""
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    return [order[(s * batch) % n:][:batch] for s in range(steps)]
 
 
 def slow_train(model, x, y, steps=20, batch=32, lr=1e-2):
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    losses, outs = [], torch.empty(0)
-    for s in range(steps):
-        i = (s * batch) % len(x)
-        xb, yb = x[i:i + batch], y[i:i + batch]
+    losses, outs = [], torch.empty(0, device=x.device, dtype=x.dtype)
+    for idx in batches(len(x), steps, batch):
+        xb = torch.stack([x[j] for j in idx])                           # one sample at a time, as a
+        yb = torch.stack([y[j] for j in idx])                           # Dataset's __getitem__ would
         mask = torch.ones(len(xb), dtype=torch.bool).to(xb.device)     # made and moved every step
         out = model(xb)
-        loss = nn.functional.cross_entropy(out[mask], yb[mask])
+        loss = F.cross_entropy(out[mask], yb[mask])                     # boolean indexing: a host sync
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(loss.item())                                   # a host sync every step
-        outs = torch.cat([outs, out.detach()])                       # a growing cat every step
+        losses.append(loss.item())                                      # a host sync every step
+        outs = torch.cat([outs, out.detach()])                          # a growing cat every step
     return losses, outs
 
 
 def fixed_train(model, x, y, steps=20, batch=32, lr=1e-2):
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    losses = torch.empty(steps, dtype=x.dtype, device=x.device)     # logged on the device
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, foreach=True)  # one op per update
+    losses = torch.empty(steps, dtype=x.dtype, device=x.device)        # logged on the device
     outs = []
-    for s in range(steps):
-        i = (s * batch) % len(x)
-        xb, yb = x[i:i + batch], y[i:i + batch]
+    for s, idx in enumerate(batches(len(x), steps, batch)):
+        xb, yb = x[idx], y[idx]                                         # the batch in one index op
         out = model(xb)
-        loss = nn.functional.cross_entropy(out, yb)
+        loss = F.cross_entropy(out, yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         losses[s] = loss.detach()
         outs.append(out.detach())
-    return losses.tolist(), torch.cat(outs)                          # one sync, one cat
+    return losses.tolist(), torch.cat(outs)                             # one sync, one cat
+
+
+def train(model, x, y, steps=20, batch=32, lr=1e-2):
+    """The loop a model's fixes call for: `fixed_train` when "loop" is among them, else `slow_train`."""
+    return (fixed_train if "loop" in model.fixed else slow_train)(model, x, y, steps, batch, lr)
