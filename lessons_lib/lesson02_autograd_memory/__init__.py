@@ -1,0 +1,49 @@
+"""Lesson 02: a gigabyte that autograd keeps for a small matmul (forum seed 004).
+
+A grouped linear layer: x (batch, groups·dim) is cut into `groups` slices of `dim` features
+and slice g is multiplied by its own dim × dim weight W[g]. The thread wrote it as
+`x.view(B, G, 1, D) @ W`. `matmul` has no derivative of its own for dense tensors, so
+autograd records what it decomposes into: W is expanded to (B, G, D, D), copied, and fed to
+one `bmm`, and that bmm keeps the copy (B·G·D·D floats, 1 GiB at the thread's shape) for
+backward. The fixes run the same maths as one bmm over the G groups, which keeps only x and W.
+
+Every variant maps x (B, G·D) and W (G, D, D) to out (B, G, D), out[b, g] = x[b, g] @ W[g].
+
+Which file holds what:
+
+- variants.py           the thread's code and its fixes (what the notebook shows), THREAD_SHAPE, inputs, one
+                        training step
+- evidence.py           the thread's posted figures reproduced on meta, the expanded copy's bytes, a step's memory,
+                        what autograd keeps depending on requires_grad
+- evidence_variants.py  the variants' memory side by side, predicted peaks, stacked layers and checkpointing
+- evidence_compile.py   torch.compile of the posted version: what it saves, its peaks and its time
+- explore.py            LESSON (the explorer's declaration), explorer(), the recorded results (record, targets,
+                        recorded_reproductions)
+- exercise.py           the exercise: starter, float64 reference, checker
+"""
+from __future__ import annotations
+
+from ..lesson import metrics_table  # noqa: F401
+from .variants import (  # noqa: F401
+    THREAD_SHAPE, broadcast_matmul, einsum, bmm_3d, GroupedMatmul, custom_function, checkpointed, thread_einsum,
+    strategy_1, strategy_2, train_step, make_inputs,
+)
+from .evidence import (  # noqa: F401
+    POSTED, MiB, expanded_copy_bytes, step_memory, thread_inputs, allocated_after_forward, reproduce_table,
+    measure_reproduction, requires_grad_facts, requires_grad_table,
+)
+from .explore import (  # noqa: F401
+    peak_bytes, LESSON, explorer, SWEEP_GPU, SWEEP_CPU, record, targets, recorded_reproductions,
+)
+from .evidence_variants import memory_table, predicted_peaks, stacked, depth_table  # noqa: F401
+from .evidence_compile import CompileReport, default_backend, _new_saved_bytes, compile_check  # noqa: F401
+from .exercise import (  # noqa: F401
+    exercise_starter, exercise_reference, EXERCISE_SHAPES, EXERCISE_META_SHAPE, check_exercise,
+)
+
+__all__ = ["LESSON", "THREAD_SHAPE", "POSTED", "broadcast_matmul", "einsum", "bmm_3d", "GroupedMatmul",
+           "custom_function", "checkpointed", "thread_einsum", "strategy_1", "strategy_2", "train_step",
+           "make_inputs", "step_memory", "explorer", "thread_inputs", "allocated_after_forward", "reproduce_table",
+           "measure_reproduction", "requires_grad_facts", "requires_grad_table", "memory_table", "predicted_peaks", "stacked",
+           "depth_table", "compile_check", "CompileReport", "record", "recorded_reproductions", "exercise_starter",
+           "check_exercise", "metrics_table"]
