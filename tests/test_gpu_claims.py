@@ -10,15 +10,17 @@ import math
 import pytest
 import torch
 
-from lessons_lib import lesson02_autograd_memory as L2
 from lessons_lib import memory, roofline
 from lessons_lib.lesson01_broadcast_matmul import exercise as exercise01
 from lessons_lib.lesson01_broadcast_matmul import explore as explore01
 from lessons_lib.lesson01_broadcast_matmul import variants as variants01
+from lessons_lib.lesson02_autograd_memory import evidence as evidence02
+from lessons_lib.lesson02_autograd_memory import explore as explore02
+from lessons_lib.lesson02_autograd_memory import variants as variants02
 from lessons_lib.trace import on_meta, trace_ops
 
 SEED1 = variants01.THREAD_SHAPE
-SEED2 = L2.THREAD_SHAPE
+SEED2 = variants02.THREAD_SHAPE
 FIXES = ["einsum", "3-D bmm", "custom Function"]
 # Efficiencies the floor leaves out, from what cuBLAS and copy kernels typically reach of the
 # datasheet peaks: a GEMM 60% of peak FLOP/s, anything memory-bound 85% of peak bandwidth.
@@ -140,15 +142,15 @@ def test_gpu_exercise_solution_passes_the_speed_bar():
 
 # --- lesson 02 on a real GPU (memory: predicted against the allocator) ---------------------------
 def _inputs(p, x_grad=True, w_grad=True, dev="cpu"):
-    x, W, _g = L2.make_inputs(p, torch.device(dev), torch.float32, x_grad, w_grad)
+    x, W, _g = variants02.make_inputs(p, torch.device(dev), torch.float32, x_grad, w_grad)
     return x, W
 
 
 @pytest.mark.gpu
 def test_gpu_seed_shape_forward_peaks_and_prediction():
     x, W = _inputs(SEED2, dev="cuda")
-    bad = memory.timeline(L2.broadcast_matmul, x, W).peaks()
-    good = memory.timeline(L2.einsum, x, W).peaks()
+    bad = memory.timeline(variants02.broadcast_matmul, x, W).peaks()
+    good = memory.timeline(variants02.einsum, x, W).peaks()
     assert bad.forward.measured > 2**30
     assert good.forward.measured < 64 * 2**20
     for p in (bad, good):
@@ -161,9 +163,11 @@ def test_gpu_seed_shape_forward_peaks_and_prediction():
 def test_gpu_fixes_all_stay_small_and_the_reproduction_matches_the_post():
     x, W = _inputs(SEED2, dev="cuda")
     for name in FIXES:
-        m = memory.measured_peaks(L2.LESSON.variant(name).fn, x, W)
+        m = memory.measured_peaks(explore02.LESSON.variant(name).fn, x, W)
         assert m.forward < 64 * 2**20, name
     del x, W
-    measured = L2.measure_reproduction("cuda")
-    assert abs(measured["strategy 1, x requires grad: yes"] - L2.POSTED["strategy 1"]) <= 0.01 * L2.POSTED["strategy 1"]
-    assert abs(measured["strategy 2, x requires grad: yes"] - L2.POSTED["strategy 2"]) <= 0.01 * L2.POSTED["strategy 2"]
+    measured = evidence02.measure_reproduction("cuda")
+    posted = evidence02.POSTED["strategy 1"]
+    assert abs(measured["strategy 1, x requires grad: yes"] - posted) <= 0.01 * posted
+    posted = evidence02.POSTED["strategy 2"]
+    assert abs(measured["strategy 2, x requires grad: yes"] - posted) <= 0.01 * posted

@@ -20,30 +20,20 @@ Which file holds what:
 - explore.py            LESSON (the explorer's declaration), explorer(), the recorded results (record, targets,
                         recorded_reproductions)
 - exercise.py           the exercise: starter, float64 reference, checker
+
+Below: the names the notebook and its solution use (the tests import the rest from the files above).
+`explorer` is also used by tests/test_widgets.py and workshop/explorer_times.py.
 """
 from __future__ import annotations
 
-from ..lesson import metrics_table  # noqa: F401
-from .variants import (  # noqa: F401
-    THREAD_SHAPE, broadcast_matmul, einsum, bmm_3d, GroupedMatmul, custom_function, checkpointed, thread_einsum,
-    strategy_1, strategy_2, train_step, make_inputs,
-)
 from .evidence import (  # noqa: F401
-    POSTED, MiB, expanded_copy_bytes, step_memory, thread_inputs, allocated_after_forward, reproduce_table,
-    measure_reproduction, requires_grad_facts, requires_grad_table,
+    expanded_copy_bytes, measure_reproduction, reproduce_table, requires_grad_table, step_memory, thread_inputs,
 )
-from .explore import (  # noqa: F401
-    peak_bytes, LESSON, explorer, SWEEP_GPU, SWEEP_CPU, record, targets, recorded_reproductions,
+from .evidence_compile import compile_check  # noqa: F401
+from .evidence_variants import depth_table, memory_table, predicted_peaks  # noqa: F401
+from .exercise import check_exercise, exercise_starter  # noqa: F401
+from .explore import LESSON, explorer, recorded_reproductions  # noqa: F401
+from .variants import (  # noqa: F401
+    THREAD_SHAPE, GroupedMatmul, bmm_3d, broadcast_matmul, checkpointed, einsum, make_inputs, strategy_1, strategy_2,
+    thread_einsum,
 )
-from .evidence_variants import memory_table, predicted_peaks, stacked, depth_table  # noqa: F401
-from .evidence_compile import CompileReport, default_backend, _new_saved_bytes, compile_check  # noqa: F401
-from .exercise import (  # noqa: F401
-    exercise_starter, exercise_reference, EXERCISE_SHAPES, EXERCISE_META_SHAPE, check_exercise,
-)
-
-__all__ = ["LESSON", "THREAD_SHAPE", "POSTED", "broadcast_matmul", "einsum", "bmm_3d", "GroupedMatmul",
-           "custom_function", "checkpointed", "thread_einsum", "strategy_1", "strategy_2", "train_step",
-           "make_inputs", "step_memory", "explorer", "thread_inputs", "allocated_after_forward", "reproduce_table",
-           "measure_reproduction", "requires_grad_facts", "requires_grad_table", "memory_table", "predicted_peaks", "stacked",
-           "depth_table", "compile_check", "CompileReport", "record", "recorded_reproductions", "exercise_starter",
-           "check_exercise", "metrics_table"]

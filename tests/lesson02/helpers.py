@@ -1,9 +1,9 @@
 """Lesson 02's tests: the shapes they share, and the helpers that make inputs or refuse to."""
 import torch
 
-from lessons_lib import lesson02_autograd_memory as L
+from lessons_lib.lesson02_autograd_memory import variants
 
-SEED = L.THREAD_SHAPE
+SEED = variants.THREAD_SHAPE
 ODD = {"batch": 5, "groups": 3, "dim": 7}
 SCALED = {"batch": 256, "groups": 8, "dim": 64}  # seed 004 with a 32× smaller batch
 FIXES = ["einsum", "3-D bmm", "custom Function"]
@@ -14,5 +14,5 @@ def _boom(*args, **kwargs):
 
 
 def _inputs(p, x_grad=True, w_grad=True, dev="cpu"):
-    x, W, _g = L.make_inputs(p, torch.device(dev), torch.float32, x_grad, w_grad)
+    x, W, _g = variants.make_inputs(p, torch.device(dev), torch.float32, x_grad, w_grad)
     return x, W
