@@ -399,15 +399,36 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        if func is torch.ops.aten._local_scalar_dense.default and args and args[0].device.type == "meta":
+            out = False if args[0].dtype == torch.bool else 0  # a value read on the host: meta has none
+        else:
+            out = func(*args, **kwargs)
         self.trace.ops.append(_op_record(func, args, kwargs, out))
         return out
 
 
+def _meta_reads():
+    """On `meta`, data-dependent sizes (nonzero, boolean-mask indexing) assume every element is selected,
+    where this torch offers that (torch.fx.experimental._config.meta_nonzero_assume_all_nonzero)."""
+    import contextlib
+
+    try:
+        from torch.fx.experimental import _config
+    except ImportError:
+        return contextlib.nullcontext()
+    if not hasattr(_config, "meta_nonzero_assume_all_nonzero"):
+        return contextlib.nullcontext()
+    return _config.patch(meta_nonzero_assume_all_nonzero=True)
+
+
 def trace_ops(fn, *args, **kwargs) -> OpTrace:
-    """Run `fn(*args, **kwargs)` once and record every aten op it dispatches."""
+    """Run `fn(*args, **kwargs)` once and record every aten op it dispatches.
+
+    On `meta` tensors a training loop's host reads still trace: `.item()` (aten._local_scalar_dense) is
+    recorded and returns 0 (False for a bool), and a boolean mask selects every element (an upper bound;
+    where this torch cannot assume that, such code raises on meta as before)."""
     trace = OpTrace()
-    with _Recorder(trace):
+    with _meta_reads(), _Recorder(trace):
         fn(*args, **kwargs)
     return trace
 

@@ -214,3 +214,22 @@ def test_trace_table_is_deterministic():
 
 def test_kernels_is_none_off_gpu():
     assert trace.kernels(torch.exp, torch.ones(3)) is None
+
+
+def test_a_training_loop_with_host_reads_traces_on_meta():
+    # lesson 07's loops read values on the host (.item()) and index with a boolean mask: on meta the read is
+    # recorded and returns 0, and the mask selects every element
+    import torch as _t
+
+    from lessons_lib.trace import trace_ops as _trace
+
+    def loop(x):
+        mask = _t.ones(len(x), dtype=_t.bool).to(x.device)
+        loss = x[mask].sum()
+        return loss.item(), bool(mask.any())
+
+    x = _t.empty(6, 3, device="meta")
+    t = _trace(loop, x)
+    names = [op.name for op in t.ops]
+    assert names.count("_local_scalar_dense") == 2
+    assert any(op.name == "index" and op.out_shapes[0] == (6, 3) for op in t.ops)

@@ -65,7 +65,7 @@ def _reference(dims: dict, steps: int):
     grads = grads_as_original(ref, dims)
     ref.zero_grad()
     losses, outs = train(ref, x, y, steps=steps, batch=dims["batch"])
-    after = [torch.tensor(losses, dtype=torch.float64), outs, *(p.detach() for p in ref.parameters())]
+    after = [torch.as_tensor(losses, dtype=torch.float64), outs, *(p.detach() for p in ref.parameters())]
     return (x, y), out.detach(), grads, after
 
 
@@ -84,7 +84,7 @@ def check_stage(fixes, dims: dict | None = None, steps: int = 3, name: str = "",
     new.zero_grad()
     ln, on = train(new, x, y, steps=steps, batch=dims["batch"])
     back = copy_weights(new, Model(False, dims["C"], dims["H"], dims["E"], dtype=torch.float64))
-    e_steps = rel_error([torch.tensor(ln, dtype=torch.float64), on, *back.parameters()], after_r)
+    e_steps = rel_error([torch.as_tensor(ln, dtype=torch.float64), on, *back.parameters()], after_r)
     ok = max(e_out, e_grad, e_steps) <= TOL
     return Agreement(name or "+".join(sorted(fixes)) or "original", e_out, e_grad, e_steps, ok, steps)
 
@@ -113,3 +113,174 @@ def agreement_report(rows: list[Agreement]) -> str:
             lines.append(f"✗ {r.stage}: relative errors outputs {r.outputs:.1e}, gradients {r.grads:.1e}, "
                          f"after the steps {r.steps:.1e} (tolerance {TOL:.0e})")
     return "\n".join(lines)
+
+
+# === measure: the waterfall ===========================================================================
+
+class Waterfall(NamedTuple):
+    names: list[str]  # the stages, in order
+    cmp: object  # noise.Comparison of one call (`steps` training steps) per stage
+    steps: int
+    peaks: dict[str, int | None]  # bytes: one batch's forward + backward, measured (allocator or profiler)
+    device: str
+
+    def per_step(self, name: str) -> float:
+        return self.cmp.median(name) / self.steps
+
+    def sentences(self) -> list[str]:
+        """One sentence per fix (against the stage before) and one for the whole: decided or not."""
+        out = [f"{b}: {_versus(self.cmp.ratio(a, b), 'the stage before')}" for a, b in zip(self.names, self.names[1:])]
+        return out + [f"all fixes: {_versus(self.cmp.ratio(self.names[0], self.names[-1]), 'the original')}"]
+
+    def table(self):
+        from ..display import html_table
+        from ..device import fmt_bytes
+
+        rows = [("stage", "time per step (median)", "vs the stage before", "peak memory, one batch")]
+        for i, n in enumerate(self.names):
+            r = "" if i == 0 else _versus(self.cmp.ratio(self.names[i - 1], n), "", short=True)
+            pk = self.peaks.get(n)
+            rows.append((n, f"{self.per_step(n) * 1e3:.2f} ms", r, fmt_bytes(pk) if pk is not None else "n/a"))
+        return html_table(rows, caption=f"Measured here ({self.device}): {self.steps} training steps a call, "
+                                        "paired rounds (noise.compare)")
+
+    def plot(self):
+        """Time per step and peak memory after each fix: two panels, labelled measured."""
+        from .. import plots
+
+        fig, (a, b) = plots.panels(2, size=(4.8, 3.2))
+        undecided = {b_ for a_, b_ in zip(self.names, self.names[1:]) if not self.cmp.ratio(a_, b_).decided}
+        label = {n: n + (" (not decided)" if n in undecided else "") for n in self.names}
+        plots.quantity_bars({label[n]: self.per_step(n) * 1e3 for n in self.names},
+                            "time per training step (ms, median)", f"measured on this {self.device}", ax=a)
+        plots.quantity_bars({label[n]: (self.peaks.get(n) or 0) / 2**20 for n in self.names},
+                            "peak memory, one batch's forward + backward (MiB)", "measured", ax=b)
+        b.set_yticks(b.get_yticks(), [""] * len(self.names))
+        return fig
+
+
+def stage_models(device="cpu", dims: dict | None = None, fixes=None, seed=0) -> dict[str, Model]:
+    """One model per stage, all with the original's weights, on `device`."""
+    d = dims or shape(device)
+    torch.manual_seed(seed)
+    ref = Model(False, d["C"], d["H"], d["E"])
+    return {name: copy_weights(ref, Model(fx, d["C"], d["H"], d["E"])).to(device) for name, fx in stages(fixes)}
+
+
+def step_peak(model: Model, xb, yb) -> int | None:
+    """Peak bytes of one batch's forward + backward, measured (CUDA allocator, or the CPU profiler)."""
+    from ..memory_timeline import measured_peaks
+
+    m = measured_peaks(lambda: F.cross_entropy(model(xb), yb))
+    peaks = [p for p in (m.forward, m.backward) if p is not None]
+    return max(peaks) if peaks else None
+
+
+def waterfall(device="cpu", steps: int = 1, max_time: float = 8.0, fixes=None, dims: dict | None = None) -> Waterfall:
+    """Time per training step after each fix (cumulative), in paired rounds: each fix against the stage before
+    it and the whole against the original decide or say 'not decided'. Peak memory per stage, measured."""
+    from .. import noise
+
+    d = dims or shape(device)
+    models = stage_models(device, d, fixes)
+    x, y = make_data(n=steps * d["batch"], T=d["T"])
+    x, y = x.to(device), y.to(device)
+    names = list(models)
+    fns = {n: (lambda m=m: train(m, x, y, steps=steps, batch=d["batch"])) for n, m in models.items()}
+    pairs = list(zip(names, names[1:])) + [(names[0], names[-1])]
+    cmp = noise.compare(fns, pairs=pairs, max_time=max_time, rounds=3)
+    xb, yb = x[:d["batch"]], y[:d["batch"]]
+    peaks = {n: step_peak(m, xb, yb) for n, m in models.items()}
+    return Waterfall(names, cmp, steps, peaks, "GPU" if torch.device(device).type == "cuda" else "CPU")
+
+
+def _versus(r, other: str, short: bool = False) -> str:
+    """A ratio time(before) / time(after) in words, through the noise rule."""
+    if not r.decided:
+        return "not decided" if short else r.not_decided()
+    if r.tie:
+        return "tie" if short else f"no faster than {other} (within {5}%)"
+    if r.median >= 1:
+        return f"{r.median:.2f}× faster" if short else f"{r.median:.2f}× faster than {other}"
+    return f"{1 / r.median:.2f}× slower" if short else f"{1 / r.median:.2f}× slower than {other}"
+
+
+# === graph_check, then CUDA graphs (a GPU) or the model (a CPU) =========================================
+
+def fixed_step(model: Model, opt):
+    """One training step of the fixed model as a function of the batch: what a CUDA graph would capture."""
+    def step(xb, yb):
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)  # the gradients stay in place: a graph replays into them
+        return loss.detach()
+    return step
+
+
+def graph_report(device="cpu", dims: dict | None = None):
+    """graph_check on the fixed training step (and the original's, for contrast): what capture would
+    refuse or freeze, seen on any device."""
+    from ..graph_hazards import graph_check
+
+    d = dims or shape(device)
+    x, y = make_data(n=d["batch"], T=d["T"])
+    x, y = x.to(device), y.to(device)
+    model = Model(True, d["C"], d["H"], d["E"]).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9, foreach=True)
+    return graph_check(fixed_step(model, opt), x, y)
+
+
+def graphed_step(device="cuda", max_time: float = 10.0):
+    """On a CUDA GPU: the fixed step captured as one CUDA graph and replayed, against the same step eager
+    (paired rounds). Elsewhere: (None, why not)."""
+    from .. import graphs, noise
+
+    if torch.device(device).type != "cuda" or not graphs.has_graphs():
+        return None, graphs.no_graphs_reason() or "CUDA graphs need a CUDA GPU."
+    d = shape(device)
+    x, y = (t.to(device) for t in make_data(n=d["batch"], T=d["T"]))
+    models = [Model(True, d["C"], d["H"], d["E"]).to(device) for _ in range(2)]
+    opts = [torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9, foreach=True) for m in models]
+    eager = fixed_step(models[0], opts[0])
+    captured, problem = graphs.try_capture(fixed_step(models[1], opts[1]), x, y)
+    if captured is None:
+        return None, problem
+    cmp = noise.compare({"fixed, eager": lambda: eager(x, y), "fixed, one CUDA graph": lambda: captured.replay(x, y)},
+                        pairs=[("fixed, eager", "fixed, one CUDA graph")], max_time=max_time)
+    return cmp, ""
+
+
+def gpu_model(gpus=None, dims: dict | None = None) -> dict[str, dict[str, float]]:
+    """The roofline's floor of one training step (seconds) on named GPUs (datasheet peaks, 5 µs per op
+    assumed): the original, the fixed step eager, and the fixed step as one CUDA graph (one launch).
+    Traced on `meta` at the GPU shape: nothing allocated. Figures: model, not measurements."""
+    import dataclasses
+
+    from .. import roofline
+    from ..trace import trace_ops
+
+    d = dims or shape("cuda")
+    steps = 2
+    with torch.device("meta"):
+        slow, fixed = Model(False, d["C"], d["H"], d["E"]), Model(True, d["C"], d["H"], d["E"])
+    x = torch.empty(steps * d["batch"], d["T"], 8, device="meta")
+    y = torch.empty(steps * d["batch"], dtype=torch.long, device="meta")
+    work = {"original": roofline.Work.from_trace(trace_ops(train, slow, x, y, steps=steps, batch=d["batch"])),
+            "fixed": roofline.Work.from_trace(trace_ops(train, fixed, x, y, steps=steps, batch=d["batch"]))}
+    work["fixed, one CUDA graph"] = dataclasses.replace(work["fixed"], launches=steps)
+    out = {}
+    for g in gpus or roofline.MODEL_GPUS:
+        pk = roofline.datasheet(g)
+        out[g] = {n: pk.floor(w) / steps for n, w in work.items()}
+        out[g]["launches per step (original, fixed)"] = (work["original"].launches / steps, work["fixed"].launches / steps)
+    return out
+
+
+def gpu_model_figure(model: dict | None = None):
+    """The model's floors per GPU, grouped bars (log): labelled model."""
+    from .. import plots
+
+    model = model or gpu_model()
+    rows = {f"{g} · model": {k: v for k, v in r.items() if isinstance(v, float)} for g, r in model.items()}
+    return plots.machines(rows, title="Floor of one training step, roofline model (datasheet peaks, 5 µs per op)")
