@@ -1,9 +1,35 @@
 """Lesson 07, the capstone: profile and fix a small model that has the pitfalls of lessons 01-06 in it.
 
-model.py    the model with its pitfalls (Slow*), the fixed one (Fixed*), the data and both training loops
-evidence.py the hunt with the course's tools (trace_ops, syncs): what each loop does per step; step_times
-exercise.py the checker: which pitfalls remain, by trace and sync count (no clock)
+A small transformer-style classifier trains for real on a synthetic task. The pitfalls are in it unnamed: per-head
+broadcast matmuls (01), a loop of small expert Linears (03), hand-written norm and GELU chains (04), the attention
+matrix kept for backward (02), and a training loop that stacks its batch sample by sample, syncs with the host,
+grows a cat and loops the optimizer over parameters (06, 04). The notebook hunts them with torch.profiler and the
+course's tools, fixes them one at a time (each checked against the original in float64) and measures a waterfall.
+
+Which file holds what:
+
+- model.py     the pitfalls and their fixes as pairs of functions; Block(fixes), Model, copy_weights, the data,
+               the original and fixed training loops; SHAPE (the default shape by device)
+- evidence.py  the hunt: the profiler's table and Chrome trace, the memory snapshot (GPU), the summary for rooms
+               without internet, the course's tools (findings), step_times
+- fixes.py     the cumulative stages, the float64 check of each, the waterfall (time and peak memory),
+               graph_check, CUDA graphs (GPU) and the roofline model for T4/A100/H100
+- explore.py   LESSON (a variant per stage), explorer(), record and targets
+- exercise.py  the starter and the checker (one verdict line per pitfall)
+
+Below: the names the notebook and its solution use (the tests import the rest from the files above).
 """
-from .evidence import findings, pair, step_times
-from .exercise import check
-from .model import copy_weights, fixed_train, FIXES, make_data, Model, slow_train
+from __future__ import annotations
+
+from .evidence import (  # noqa: F401
+    data, findings, findings_table, memory_snapshot, pair, profile_train, saved_largest, summary_table,
+)
+from .exercise import check, exercise_starter  # noqa: F401
+from .explore import KEY, LESSON, explorer  # noqa: F401
+from .fixes import (  # noqa: F401
+    ODD, agreement_report, check_stages, gpu_model, gpu_model_figure, graph_report, graphed_step, waterfall,
+)
+from .model import (  # noqa: F401
+    FIXES, Model, attention_kept, attention_sdpa, batches, experts_grouped, experts_loop, fixed_train, gelu_chain,
+    norm_by_hand, qkv_broadcast, qkv_one_gemm, shape, slow_train,
+)

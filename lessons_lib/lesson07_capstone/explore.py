@@ -1,6 +1,131 @@
-"""The explorer and the record protocol of lesson 07: NOT WRITTEN YET (issue 22).
+"""Lesson 07's explorer and recorded results: LESSON (one variant per stage of fixes), explorer(), record
+and targets. `python -m lessons_lib.record` imports this module and reads KEY, `record`, `targets` and LESSON.
 
-`python -m lessons_lib.record` imports this module; with no top-level `record` it skips the lesson.
-To do: a `Lesson` whose variants toggle each fix (model.FIXES), `explorer()`, `record(device, quick=False)`,
-`targets(device, section)` and `LESSON`, copied from an existing lesson's explore.py.
+A variant is one training step (the loop its stage calls for, one batch) of that stage's model; the explorer
+shows its time and, as a metric, the peak memory of one batch's forward + backward (measured).
 """
+from __future__ import annotations
+
+import torch
+
+from .. import results, roofline
+from ..lesson import Lesson, Param, Variant
+from ..widgets import Explorer
+from .fixes import stages, step_peak
+from .model import FIXES, SHAPE, Model, copy_weights, make_data, train
+
+KEY = "07_capstone"  # this lesson's key in the recorded results
+STAGES = [name for name, _ in stages()]
+
+
+def make_inputs(p: dict, device, dtype):
+    """One batch and one model per stage, every model with the original's weights (made on `device`:
+    on meta nothing is allocated)."""
+    x, y = make_data(n=p["batch"], T=p["T"], dtype=dtype)
+    with torch.device(device):
+        ref = Model(False, p["C"], p["H"], p["E"], dtype=dtype)
+        models = {name: copy_weights(ref, Model(fx, p["C"], p["H"], p["E"], dtype=dtype)) for name, fx in stages()}
+    return x.to(device), y.to(device), models
+
+
+def _stage_step(name: str):
+    def step(x, y, models):
+        return train(models[name], x, y, steps=1, batch=len(x))
+    step.__name__ = f"step_{name.replace('+ ', '')}"
+    step._stage = name
+    return step
+
+
+def peak_bytes(p: dict, dtype) -> int:
+    """The original's training step, roughly: the broadcast's copies of three (C, C) weights per batch row
+    and their gradients, activations kept for backward, the six models' parameters."""
+    e = torch.empty(0, dtype=dtype).element_size()
+    B, T, C, H = p["batch"], p["T"], p["C"], p["H"]
+    return e * (12 * B * C * C + 30 * B * T * C + 3 * B * H * T * T + 6 * 8 * C * C)
+
+
+def _validate(p: dict) -> None:
+    if p["C"] % p["H"] or p["C"] % p["E"]:
+        raise ValueError(f"channels C={p['C']} must be divisible by the heads H={p['H']} and the experts E={p['E']}.")
+
+
+def _metrics(fn, x, y, models) -> dict[str, float]:
+    peak = step_peak(models[fn._stage], x, y)
+    return {"peak memory, forward + backward (MiB)": peak / 2**20} if peak is not None else {}
+
+
+def _param(name, label, lo, hi):
+    return Param(name, label, cpu=SHAPE["cpu"][name], gpu=SHAPE["cuda"][name], lo=lo, hi=hi)
+
+
+LESSON = Lesson(
+    key=KEY,
+    title="The capstone: one training step after each fix",
+    params=[_param("C", "channels (C)", 4, 4096), _param("H", "heads (H)", 1, 64), _param("E", "experts (E)", 1, 64),
+            _param("T", "tokens (T)", 1, 2048), _param("batch", "batch", 1, 4096)],
+    variants=[Variant(name, _stage_step(name), "the original: every pitfall" if name == "original" else FIXES[fx])
+              for name, fx in zip(STAGES, [None, *FIXES])],
+    make_inputs=make_inputs,
+    peak_bytes=peak_bytes,
+    reduction=lambda p: p["C"],
+    baseline="original",
+    validate=_validate,
+    compare=("original", STAGES[-1]),
+    metrics=_metrics,
+)
+
+
+def explorer(device=None) -> Explorer:
+    """Each stage of fixes as a variant: Run times one training step of each and shows its peak memory."""
+    return Explorer(LESSON, device)
+
+
+# --- recorded results --------------------------------------------------------------------------------
+
+def record(device, quick: bool = False) -> dict:
+    """The waterfall at the device's shape (paired rounds: each fix against the stage before, all against the
+    original) with each stage's peak, and a headline Lesson.run (what the explorer replays)."""
+    from .fixes import waterfall
+
+    dev = torch.device(device)
+    kind = "cuda" if dev.type == "cuda" else "cpu"
+    w = waterfall(dev, steps=1, max_time=8.0 if quick else 60.0, dims=dict(SHAPE["cpu" if quick else kind]))
+    out = {"waterfall": {"shape": dict(SHAPE["cpu" if quick else kind]), "steps_per_call": w.steps,
+                         "rounds": len(w.cmp.rounds[w.names[0]]),
+                         "stages": {n: {"median_per_step": w.per_step(n), "peak_bytes": w.peaks.get(n)} for n in w.names},
+                         "ratios": {f"{a} -> {b}": _ratio(w.cmp.ratio(a, b)) for a, b in zip(w.names, w.names[1:])},
+                         "total": _ratio(w.cmp.ratio(w.names[0], w.names[-1]))}}
+    pk = roofline.measure_peaks(dev)
+    head = LESSON.run(LESSON.defaults("cpu" if quick else dev), dev, min_run_time=0.05 if quick else 0.2)
+    out["headline"] = results.run_to_dict(head, pk)
+    if head.metrics:
+        out["headline"]["metrics"] = head.metrics
+    return out
+
+
+def _ratio(r) -> dict:
+    return {"median": r.median, "low": r.low, "high": r.high, "decided": r.decided}
+
+
+SPEEDUP_BAR_CPU = 3.0  # issue 22: the fully fixed step >= 3x faster than the original on this CPU
+
+
+def targets(device, section: dict) -> list[dict]:
+    """The capstone's bars, from its recorded waterfall: the fully fixed step >= 3x faster than the original
+    (a ratio of paired rounds, decided; CPU), and a lower peak (bytes: any device)."""
+    w = section.get("waterfall")
+    if not w:
+        return []
+    cpu = torch.device(device).type == "cpu"
+    total = w["total"]
+    shape_ = ", ".join(f"{k}={v}" for k, v in w["shape"].items())
+    stages_ = w["stages"]
+    first, last = next(iter(stages_)), list(stages_)[-1]
+    out = [{"name": f"07 fully fixed / original training step at {shape_} (paired rounds)",
+            "value": total["median"], "bar": f">= {SPEEDUP_BAR_CPU:g}, decided (CPU)",
+            "ok": (total["decided"] and total["median"] >= SPEEDUP_BAR_CPU) if cpu else None}]
+    p0, p1 = stages_[first].get("peak_bytes"), stages_[last].get("peak_bytes")
+    if p0 and p1:
+        out.append({"name": "07 peak memory of one batch's forward + backward, fixed / original (measured)",
+                    "value": p1 / p0, "bar": "< 1", "ok": p1 < p0})
+    return out

@@ -141,8 +141,8 @@ class Waterfall(NamedTuple):
             r = "" if i == 0 else _versus(self.cmp.ratio(self.names[i - 1], n), "", short=True)
             pk = self.peaks.get(n)
             rows.append((n, f"{self.per_step(n) * 1e3:.2f} ms", r, fmt_bytes(pk) if pk is not None else "n/a"))
-        return html_table(rows, caption=f"Measured here ({self.device}): {self.steps} training steps a call, "
-                                        "paired rounds (noise.compare)")
+        calls = f"{self.steps} training step{'s' * (self.steps != 1)} a call"
+        return html_table(rows, caption=f"Measured here ({self.device}): {calls}, paired rounds (noise.compare)")
 
     def plot(self):
         """Time per step and peak memory after each fix: two panels, labelled measured."""
