@@ -99,8 +99,9 @@ def _pitfalls(watched, d: dict, batch: int, T: int) -> list[tuple[str, bool, str
     tr, sy, led = watched
     C, E = d["C"], d["E"]
     # lesson 01: matmul's broadcast copies a weight per batch row: a copy of `batch` × a weight's size
-    bcast = [op for op in tr.copies if op.out_shapes and len(op.out_shapes[0]) == 4
-             and op.out_shapes[0][0] == batch and op.out_shapes[0][2] == C]
+    D = d["D"]
+    bcast = [op for op in tr.copies if op.out_shapes and len(op.out_shapes[0]) == 4 and op.out_shapes[0][0] == batch
+             and op.out_shapes[0][1] == d["H"] and op.out_shapes[0][2:] in ((C, D), (D, C))]
     # lesson 03: one small Linear per expert: GEMMs whose width is C/E (a GroupedLinear is one batched GEMM)
     w = C // E
     small = [op for op in tr.named("addmm", "mm") if op.gemm[2:] == (w, w) or op.gemm[1:3] == (w, w)]
@@ -116,7 +117,7 @@ def _pitfalls(watched, d: dict, batch: int, T: int) -> list[tuple[str, bool, str
     updates = tr.named("add_")
     return [
         ("broadcast matmul (lesson 01)", not bcast,
-         f"{_per_step(bcast):.0f} weight copies of batch × (C, D) per step" if bcast else ""),
+         f"{_per_step(bcast):.0f} copies of a per-head weight, one per batch row, per step" if bcast else ""),
         ("loop of small Linears (lesson 03)", not small, f"{_per_step(small):.0f} small GEMMs per step" if small else ""),
         ("hand-written elementwise chains (lesson 04)", not chain,
          f"{_per_step(chain):.0f} tanh/sqrt ops per step" if chain else ""),

@@ -15,18 +15,19 @@ import torch.nn.functional as F
 from ..grouped_linear import GroupedLinear
 
 FIXES = {  # in the notebook's order; each one cumulative on the ones before
-    "gemm": "one GEMM for the q, k, v projections of every head instead of three broadcast matmuls (lesson 01)",
+    "gemm": "one GEMM for the q, k, v projections of every head, and one for the heads' output projection, "
+            "instead of four broadcast matmuls (lesson 01)",
     "grouped": "GroupedLinear instead of a loop over small Linears (lesson 03)",
     "fused": "the norm and the activation as built-in ops instead of elementwise chains (lesson 04)",
     "saved": "attention by scaled_dot_product_attention: no (B, H, T, T) matrix kept for backward (lesson 02)",
     "loop": "the loop: losses logged on the device, one cat, the mask made once, a foreach optimizer "
             "(lessons 06 and 04)",
 }
-# The model's default shape, by device. CPU: small, but wide enough (C=256) that the broadcast's weight copies
-# cost more than the GEMM they feed. GPU: 16 tokens, batch 64, where a small model's step lives on a big GPU:
+# The model's default shape, by device. CPU: small, but wide (C=256) over few tokens (T=4), so that the
+# broadcast's weight copies (batch x C^2 each) cost more than the GEMM they feed (batch x T x C^2). GPU: 16 tokens, batch 64, where a small model's step lives on a big GPU:
 # the original is bound by its 444 ops a step, and the roofline's floors (T4, A100, H100) put the fixed
 # step 6.0-6.4x ahead (tests/lesson07/test_gpu_claims.py).
-SHAPE = {"cpu": dict(C=256, H=16, E=16, T=8, batch=32), "cuda": dict(C=256, H=16, E=16, T=16, batch=64)}
+SHAPE = {"cpu": dict(C=256, H=16, E=16, T=4, batch=32), "cuda": dict(C=256, H=16, E=16, T=16, batch=64)}
 
 
 def shape(device=None) -> dict:
@@ -47,6 +48,16 @@ def qkv_one_gemm(x, w, H):                           # x (B, T, C); w (3C, C): n
     B, T, C = x.shape
     qkv = F.linear(x, w).view(B, T, 3, H, C // H)    # one (B*T, C) @ (C, 3C) GEMM
     return qkv.permute(2, 0, 3, 1, 4).unbind(0)      # 3 x (B, H, T, D), views
+
+
+def heads_out_broadcast(y, wo):                      # y (B, H, T, D); wo (H, D, C): per-head output weights
+    # (B, H, T, D) @ (H, D, C): wo copied per batch row, a (B, H, T, C) result, then summed over the heads
+    return (y @ wo).sum(1)                           # (B, T, C)
+
+
+def heads_out_one_gemm(y, w):                        # y (B, H, T, D); w (C, C): nn.Linear's weight
+    B, H, T, D = y.shape
+    return F.linear(y.transpose(1, 2).reshape(B, T, H * D), w)  # one (B*T, C) @ (C, C) GEMM
 
 
 def attention_kept(q, k, v):                         # (B, H, T, D) each
@@ -91,7 +102,7 @@ def _fixes(fixes) -> frozenset:
 
 
 class Block(nn.Module):
-    """norm -> per-head attention -> GELU -> experts -> output projection, with a residual.
+    """norm -> per-head attention and its output projection -> GELU -> experts -> a Linear, with a residual.
     `fixes`: which of FIXES this block uses (True: all)."""
 
     def __init__(self, C=256, H=16, E=16, fixes=(), dtype=None):
@@ -105,9 +116,11 @@ class Block(nn.Module):
             self.g, self.b = nn.Parameter(torch.ones(C, dtype=dtype)), nn.Parameter(torch.zeros(C, dtype=dtype))
         if "gemm" in self.fixes:
             self.qkv = nn.Linear(C, 3 * C, bias=False, dtype=dtype)
+            self.proj = nn.Linear(C, C, bias=False, dtype=dtype)
         else:
             self.wq, self.wk, self.wv = (nn.Parameter(torch.randn(H, C, C // H, dtype=dtype) / C ** 0.5)
                                          for _ in range(3))
+            self.wo = nn.Parameter(torch.randn(H, C // H, C, dtype=dtype) / C ** 0.5)
         if "grouped" in self.fixes:
             self.experts = GroupedLinear(E, C // E, C // E, strategy="bmm", dtype=dtype)
         else:
@@ -121,7 +134,7 @@ class Block(nn.Module):
         q, k, v = qkv_one_gemm(h, self.qkv.weight, self.H) if "gemm" in fx else qkv_broadcast(h, self.wq, self.wk,
                                                                                                self.wv)
         y = (attention_sdpa if "saved" in fx else attention_kept)(q, k, v)      # (B, H, T, D)
-        y = y.transpose(1, 2).reshape(B, T, C)                                   # (B, T, C)
+        y = heads_out_one_gemm(y, self.proj.weight) if "gemm" in fx else heads_out_broadcast(y, self.wo)  # (B, T, C)
         h = F.gelu(y, approximate="tanh") if "fused" in fx else gelu_chain(y)
         h = experts_grouped(h, self.experts) if "grouped" in fx else experts_loop(h, self.experts)
         return x + self.out(h)                                                   # (B, T, C)
@@ -169,6 +182,11 @@ def copy_weights(src: Model, dst: Model) -> Model:
     else:
         for dst_w, src_w in zip((b.wq, b.wk, b.wv), w):
             dst_w.copy_(src_w)
+    wo = a.proj.weight.t().reshape(a.H, a.D, -1) if hasattr(a, "proj") else a.wo   # (H, D, C)
+    if hasattr(b, "proj"):
+        b.proj.weight.copy_(wo.reshape(-1, wo.shape[-1]).t())
+    else:
+        b.wo.copy_(wo)
     ws, bs = _expert_params(a)
     if isinstance(b.experts, GroupedLinear):
         b.experts.weight.copy_(ws)
@@ -187,7 +205,7 @@ def _expert_params(block):
     return (torch.stack([lin.weight for lin in block.experts]), torch.stack([lin.bias for lin in block.experts]))
 
 
-def make_data(n=256, T=8, K=4, seed=0, dtype=torch.float32):
+def make_data(n=256, T=4, K=4, seed=0, dtype=torch.float32):
     """A synthetic task it learns visibly: each class is a fixed random pattern plus noise."""
     g = torch.Generator().manual_seed(seed)
     patterns = torch.randn(K, T, 8, generator=g)
