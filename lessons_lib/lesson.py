@@ -356,22 +356,26 @@ class Lesson:
         return total + inputs
 
     def run(self, params: dict, device=None, dtype=torch.float32, variants=None, min_run_time=0.2,
-            stop: Callable[[], bool] | None = None, max_time: float | None = None) -> "Run":
+            stop: Callable[[], bool] | None = None, max_time: float | None = None,
+            block: float | None = None) -> "Run":
         """Time each variant at one shape with the harness; refuses shapes that don't fit.
 
         stop: checked before each variant; when it returns True, `Stopped` is raised.
-        max_time: an upper bound on each variant's measurement (seconds)."""
+        max_time: an upper bound on each variant's measurement (seconds).
+        block: seconds per sample on a CPU (`timing.measure(block=...)`: short blocks for ranking on a
+            busy machine)."""
         dev = check_device(device)
         dtype = check_dtype(dtype)
         min_run_time = _check_positive(min_run_time, "min_run_time")
         full = self.check(params, dev, dtype)
         names = self.variant_names(variants)
         with oom_guard(dev, what=f"{self.title} at {_fmt_params(full)}"):
-            timings, metrics, prepared = self._time_variants(full, dev, dtype, names, min_run_time, stop, max_time)
+            timings, metrics, prepared = self._time_variants(full, dev, dtype, names, min_run_time, stop, max_time,
+                                                             block)
         return Run(self.key, full, str(dtype).replace("torch.", ""), dev.type, timings, self.work(full, dtype),
                    metrics, prepared)
 
-    def _time_variants(self, full, dev, dtype, names, min_run_time, stop, max_time):
+    def _time_variants(self, full, dev, dtype, names, min_run_time, stop, max_time, block=None):
         """The allocating part of `run`, in its own frame: after an OOM, `oom_guard` clears this
         frame, so the inputs and every intermediate are really freed."""
         timings, metrics, prepared = {}, {}, {}
@@ -386,7 +390,7 @@ class Lesson:
                 fn = v.prepare(v.fn, *inputs)
                 prepared[name] = time.perf_counter() - t0
             timings[name] = timing.measure(self.call(fn), *inputs, label=name, min_run_time=min_run_time,
-                                           **_max_time_kw(max_time))
+                                           **_max_time_kw(max_time), **({"block": block} if block else {}))
             if self.metrics is not None:
                 metrics[name] = dict(self.metrics(fn, *inputs))
         return timings, metrics, prepared

@@ -212,7 +212,7 @@ def _paired(measure_round: Callable[[list[str], bool], dict[str, timing.Timing]]
 
 def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_rounds: int = MAX_ROUNDS,
             min_run_time: float = 0.02, max_time: float | None = 8.0, pairs=None,
-            statistic: str = "median") -> Comparison:
+            statistic: str = "median", block: float | None = None) -> Comparison:
     """Time zero-argument callables in paired, alternating rounds until the needed ratios are decided.
 
     pairs: the (num, den) ratios the sentence needs (default: each variant against the fastest); only
@@ -221,20 +221,23 @@ def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_r
     statistic: what each round keeps of each measurement: "median" (the time a reader's calls take), or
         "least" (its fastest sample, `Timing.least`: for ranking ways to do the same work on a machine
         whose noise only adds time).
+    block: seconds per sample on a CPU (`timing.measure(block=...)`); with statistic="least" it ranks on
+        a busy machine.
     """
     if len(fns) < 1:
         raise ValueError("compare() needs at least one variant.")
 
     def one_round(order, first):
         return {n: timing.measure(fns[n], label=n, min_run_time=min_run_time,
-                                  warmup=timing.WARMUP_CALLS if first else 1, min_samples=3) for n in order}
+                                  warmup=timing.WARMUP_CALLS if first else 1, min_samples=3,
+                                  **({"block": block} if block else {})) for n in order}
 
     return _paired(one_round, list(fns), rounds, max_rounds, max_time, pairs, statistic)
 
 
 def compare_lesson(lesson, params: dict, device=None, dtype=None, variants=None, *, rounds: int = ROUNDS,
                    max_rounds: int = MAX_ROUNDS, min_run_time: float = 0.02, max_time: float | None = 8.0,
-                   pairs=None, statistic: str = "median") -> Comparison:
+                   pairs=None, statistic: str = "median", block: float | None = None) -> Comparison:
     """`compare` where each round is `lesson.run(params, ..., variants=order)`: the lesson makes its inputs
     and checks the shape fits, exactly as in its notebook."""
     import torch
@@ -242,7 +245,8 @@ def compare_lesson(lesson, params: dict, device=None, dtype=None, variants=None,
     names = lesson.variant_names(variants)
 
     def one_round(order, first):
-        return lesson.run(params, device, dtype or torch.float32, variants=order, min_run_time=min_run_time).timings
+        return lesson.run(params, device, dtype or torch.float32, variants=order, min_run_time=min_run_time,
+                          **({"block": block} if block else {})).timings
 
     return _paired(one_round, names, rounds, max_rounds, max_time, pairs, statistic)
 

@@ -58,3 +58,18 @@ def test_flushed_measurement_of_a_tiny_op_is_capped():
 def test_noisy_timings_say_so():
     t = timing.Timing("x", 1.0, 0.5, [0.8, 1.0, 1.3], 1, "test", "cpu")
     assert "rerun" in t.noise_note()
+
+
+def test_short_blocks_size_each_sample_from_one_call():
+    # block=: samples of about `block` seconds (Timer.timeit(number)), for ranking on a busy machine. A 1 ms
+    # sleep never ends early, so a 5 ms block holds at most 5 calls, whatever the load.
+    t = timing.measure(time.sleep, 0.001, block=0.005, min_run_time=0.03, min_samples=4)
+    assert 1 <= t.calls_per_sample <= 5 and len(t.samples) >= 4
+    assert t.least >= 0.001 and "blocks of" in t.method
+    assert sum(t.samples) * t.calls_per_sample >= 0.03  # min_run_time of calls measured
+
+
+def test_short_blocks_respect_max_time():
+    t = timing.measure(time.sleep, 0.002, block=0.001, min_run_time=10.0, max_time=0.05, min_samples=3)
+    assert len(t.samples) >= 2 and t.calls_per_sample == 1  # a 2 ms call: one a block; the budget binds
+    assert "blocks of" in timing.measure(torch.neg, torch.ones(3), block=1e-4, min_run_time=0.005).method

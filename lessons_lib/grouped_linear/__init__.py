@@ -66,7 +66,7 @@ from .strategies import (  # noqa: F401
     matmul_channels, vmap,
 )
 from .tuning import (  # noqa: F401
-    ALWAYS_TIME, FALLBACK, TIMING_ORDER, TUNE_BUDGET_S, Choice, _busy, _time_strategies, cache, cached_strategies,
+    ALWAYS_TIME, FALLBACK, TIMING_ORDER, TUNE_BLOCK_S, TUNE_BUDGET_S, Choice, _busy, _time_strategies, cache, cached_strategies,
     clear_cache, tune,
 )
 

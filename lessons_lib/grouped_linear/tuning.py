@@ -26,6 +26,8 @@ NEAR_TIE = 1.5  # a strategy within this factor of the fastest gets a second loo
 # shared machine can slow one 20 ms measurement by a third)
 SECOND_LOOK = 3.0  # strategies within this factor of the fastest (and the usual winners) are timed twice
 MAX_FINALISTS = 3  # near-ties re-timed in paired rounds (at least 3 rounds each: keep the count small)
+TUNE_BLOCK_S = 5e-4  # seconds per sample while tuning: short enough that a busy machine's scheduler
+# leaves most samples whole, so each strategy's fastest sample is its undisturbed speed (timing.measure)
 BUSY_SPREAD = 0.25  # rounds whose ratios spread more than this, or a load average above the cores: "busy"
 FALLBACK = "bmm"  # what auto uses where it cannot time (inside torch.compile)
 
@@ -144,8 +146,8 @@ def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float,
                                  "than the tuning budget left")
                 continue
         share = max(left / (len(names) - i), 0.01)
-        t = timing.measure(calls[name], label=name, min_run_time=min(0.02, share / 4), warmup=1, min_samples=3,
-                           max_time=share)
+        t = timing.measure(calls[name], label=name, min_run_time=min(0.02, share / 4), warmup=1, min_samples=8,
+                           max_time=share, block=TUNE_BLOCK_S)
         medians[name] = t.least  # ranking ways to do the same work: noise only adds time (Timing.least)
         if t.noisy:
             noisy.append(name)
@@ -269,7 +271,7 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
     rounds, spread = 0, 0.0
     if len(finalists) > 1 and left > 0:
         calls = _calls(finalists, x, weight, bias, dim, training)
-        cmp = noise.compare(calls, rounds=3, max_rounds=7, max_time=left, statistic="least",
+        cmp = noise.compare(calls, rounds=3, max_rounds=7, max_time=left, statistic="least", block=TUNE_BLOCK_S,
                             min_run_time=min(0.01, left / (6 * len(finalists)) + 1e-3))
         medians.update({n: cmp.median(n) for n in finalists})
         rounds = len(cmp.rounds[finalists[0]])

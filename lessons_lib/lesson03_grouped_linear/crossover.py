@@ -111,7 +111,7 @@ def paired_check(grid: Grid, rounds: int = 5, max_rounds: int = 9, min_run_time:
             cmp = noise.compare_lesson(lesson, {**grid.base, "groups": G, "group_size": K}, dev, variants=names,
                                        rounds=rounds, max_rounds=max_rounds, min_run_time=min_run_time,
                                        max_time=max_time, pairs=[*((AUTO, n) for n in top), (AUTO, FORUM)],
-                                       statistic="least")
+                                       statistic="least", block=GL.TUNE_BLOCK_S)
             other = min(top, key=cmp.median)
             vs_best, vs_forum = cmp.ratio(AUTO, other), cmp.ratio(AUTO, FORUM)
             out["ratios"][i][j], out["forum"][i][j] = vs_best.median, vs_forum.median
