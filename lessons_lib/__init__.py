@@ -19,7 +19,6 @@ One package a lesson, lessonNN_<name>/ (a notebook does `from lessons_lib import
     exercise.py   the starter, the float64 reference and the checker
     explore.py    the explorer's Lesson declarations, and what `python -m lessons_lib.record` records
     __init__.py   what the lesson is, which file holds what, and the names the notebooks use
-(A lesson not yet moved is still one module, lessonNN_<name>.py.)
 
 The toolkit: flat modules, no lesson code inside. Data flows lesson -> toolkit -> torch, and the
 import graph has no cycle (tests/test_imports.py). By role:
