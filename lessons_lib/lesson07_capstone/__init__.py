@@ -31,5 +31,5 @@ from .fixes import (  # noqa: F401
 )
 from .model import (  # noqa: F401
     FIXES, Model, attention_kept, attention_sdpa, batches, experts_grouped, experts_loop, fixed_train, gelu_chain,
-    norm_by_hand, qkv_broadcast, qkv_one_gemm, shape, slow_train,
+    heads_out_broadcast, heads_out_one_gemm, norm_by_hand, qkv_broadcast, qkv_one_gemm, shape, slow_train,
 )
