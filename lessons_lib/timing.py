@@ -164,15 +164,15 @@ def measure(
 
 def _measure_short_blocks(timer, label, threads, block, min_run_time, min_samples, max_time, start) -> Timing:
     """`measure(block=...)` on a CPU: samples of about `block` seconds each (see measure)."""
-    one = min(timer.timeit(1).times[0] for _ in range(3))  # a single call, least disturbed of three
-    number = max(1, round(block / max(one, 1e-9)))
-    samples: list[float] = []
+    singles = [timer.timeit(1).times[0] for _ in range(3)]  # a single call, least disturbed of three
+    number = max(1, round(block / max(min(singles), 1e-9)))
+    samples: list[float] = singles if number == 1 else []  # a call as long as a block: those were samples
     while True:
-        samples.extend(timer.timeit(number).times)  # per call: already divided by `number`
         done = sum(samples) * number >= min_run_time and len(samples) >= min_samples
         over = max_time is not None and len(samples) >= 2 and time.perf_counter() - start > max_time
         if done or over:
             break
+        samples.extend(timer.timeit(number).times)  # per call: already divided by `number`
     median, iqr = _stats(samples)
     method = (f"torch.utils.benchmark.Timer.timeit, blocks of ~{fmt_time(block)} "
               f"({threads} thread{'s' if threads > 1 else ''})")
