@@ -31,7 +31,8 @@ import graph has no cycle (tests/test_imports.py). By role:
                        sync_table (host syncs, copies); graphs (capture, replay) and graph_hazards
                        (graph_check)
     a lesson's frame   lesson (the Lesson), lesson_parts (Param, Variant, input checks), runs (Run,
-                       Sweep, calibration), grading (exercise verdicts), results (recorded JSON)
+                       Sweep, the harness's time model), calibration (the explorer's run-time estimate),
+                       grading (exercise verdicts), results (recorded JSON)
     showing            plots, display (tables), widgets (the Explorer), explorer_ui (its layout and
                        worker), posted_figures (a forum thread's own figures)
     the drop-in        grouped_linear (GroupedLinear, lesson 03's layer)
