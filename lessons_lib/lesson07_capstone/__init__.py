@@ -25,11 +25,11 @@ from .evidence import (  # noqa: F401
     data, findings, findings_table, memory_snapshot, pair, profile_train, saved_largest, summary_table,
 )
 from .exercise import check, exercise_starter  # noqa: F401
-from .explore import KEY, LESSON, explorer  # noqa: F401
+from .explore import KEY, explorer  # noqa: F401
 from .fixes import (  # noqa: F401
     ODD, agreement_report, check_stages, gpu_model, gpu_model_figure, graph_report, graphed_step, waterfall,
 )
 from .model import (  # noqa: F401
-    FIXES, Model, attention_kept, attention_sdpa, batches, experts_grouped, experts_loop, fixed_train, gelu_chain,
+    Model, attention_kept, attention_sdpa, batches, experts_grouped, experts_loop, fixed_train, gelu_chain,
     heads_out_broadcast, heads_out_one_gemm, norm_by_hand, qkv_broadcast, qkv_one_gemm, shape, slow_train,
 )

@@ -49,12 +49,13 @@ def data(device="cpu", dims: dict | None = None, batches: int = 8):
 
 # === 1. the profiler ==================================================================================
 
-def _self_key(cuda: bool) -> str:
+def _self_key(cuda: bool, events=()) -> str:
     """The profiler's column of self time on the device: its name changed across releases."""
     if not cuda:
         return "self_cpu_time_total"
-    return "self_device_time_total" if hasattr(torch.autograd.profiler_util.FunctionEventAvg,
-                                               "self_device_time_total") else "self_cuda_time_total"
+    first = next(iter(events), None)
+    return "self_cuda_time_total" if first is not None and not hasattr(first, "self_device_time_total") \
+        else "self_device_time_total"
 
 
 @dataclass
@@ -78,7 +79,9 @@ def profile_train(model, train, x, y, steps: int = 2, name: str = "step", export
     and, with `export`, a Chrome trace in PROFILE_DIR (open it at ui.perfetto.dev or chrome://tracing)."""
     from torch.profiler import ProfilerActivity, profile
 
-    cuda = x.device.type == "cuda"
+    from ..kernels import profiler_sees_cuda
+
+    cuda = x.device.type == "cuda" and profiler_sees_cuda()  # a CPU-only build's profiler sees no GPU
     kw = {} if batch is None else {"batch": batch}
     train(model, x, y, steps=1, **kw)  # first-call costs are not the step
     _device.synchronize(x.device)
@@ -92,7 +95,7 @@ def profile_train(model, train, x, y, steps: int = 2, name: str = "step", export
         trace_file = PROFILE_DIR / f"{name.replace(' ', '_')}_trace.json"
         prof.export_chrome_trace(str(trace_file))
     events = prof.key_averages()
-    table = events.table(sort_by=_self_key(cuda), row_limit=TOP, max_name_column_width=44)
+    table = events.table(sort_by=_self_key(cuda, events), row_limit=TOP, max_name_column_width=44)
     return Profile(name, steps, cuda, table, trace_file, list(events))
 
 
@@ -108,7 +111,10 @@ def memory_snapshot(model, train, x, y, steps: int = 2, name: str = "step") -> s
         return "No memory snapshot: this torch has no torch.cuda.memory._record_memory_history."
     PROFILE_DIR.mkdir(exist_ok=True)
     path = PROFILE_DIR / f"{name.replace(' ', '_')}_memory.pickle"
-    mem._record_memory_history(max_entries=100_000)
+    try:
+        mem._record_memory_history(max_entries=100_000)
+    except (AttributeError, RuntimeError) as err:  # a build whose allocator cannot record (a CPU-only build)
+        return f"No memory snapshot: this torch cannot record the allocator's history ({type(err).__name__})."
     try:
         train(model, x, y, steps=steps)
         torch.cuda.synchronize()
@@ -129,7 +135,7 @@ _LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cudaG
 def summary(p: Profile, top: int = 5) -> dict:
     """What a profile says, in numbers: the top ops by self time, aten ops dispatched (CUDA kernel
     launches on a GPU) per step, and host syncs per step (item/nonzero reads, blocking waits)."""
-    key = _self_key(p.cuda)
+    key = _self_key(p.cuda, p.events)
     ops = [e for e in p.events if e.key.startswith("aten::")]
     total = sum(getattr(e, key) for e in p.events if not e.key.startswith(("Optimizer", "ProfilerStep"))) or 1
     ranked = sorted(ops, key=lambda e: getattr(e, key), reverse=True)[:top]

@@ -1,0 +1,62 @@
+"""Lesson 07's explorer declaration, record and targets (no clock in any assertion)."""
+import pytest
+import torch
+
+from lessons_lib.lesson07_capstone import explore as X
+from lessons_lib.lesson07_capstone import model as M
+
+
+def test_lesson_has_a_variant_per_stage_and_traces_on_meta_at_the_gpu_shape():
+    L = X.LESSON
+    assert [v.name for v in L.variants] == X.STAGES and L.baseline == "original"
+    gpu = {p.name: p.gpu for p in L.params}
+    assert gpu == M.SHAPE["cuda"] and L.defaults("cpu") == M.SHAPE["cpu"]
+    work = L.work(gpu)  # meta: the loops' host reads and boolean mask trace there too
+    assert work["original"].launches > 5 * work["+ loop"].launches
+    assert work["original"].bytes > 2 * work["+ loop"].bytes
+
+
+def test_shapes_are_checked_before_anything_runs():
+    with pytest.raises(ValueError, match="divisible"):
+        X.LESSON.check({**M.SHAPE["cpu"], "H": 3}, "cpu", torch.float32)
+    with pytest.raises(ValueError):
+        X.LESSON.check({**M.SHAPE["cpu"], "batch": 0}, "cpu", torch.float32)
+
+
+def test_a_run_reports_each_stages_peak_memory():
+    small = {"C": 32, "H": 4, "E": 4, "T": 4, "batch": 8}
+    run = X.LESSON.run(small, "cpu", min_run_time=0.01)
+    peaks = {n: m["peak memory, forward + backward (MiB)"] for n, m in run.metrics.items()}
+    assert peaks["original"] > peaks["+ loop"] > 0
+
+
+def test_explorer_builds():
+    assert X.explorer("cpu").lesson is X.LESSON
+
+
+def _section(total, decided=True, peaks=(50e6, 2e6)):
+    stages = {n: {"median_per_step": 0.01, "peak_bytes": None} for n in X.STAGES}
+    stages["original"]["peak_bytes"], stages["+ loop"]["peak_bytes"] = peaks
+    return {"waterfall": {"shape": M.SHAPE["cpu"], "stages": stages,
+                          "total": {"median": total, "low": total, "high": total, "decided": decided}}}
+
+
+def test_targets_hold_the_bars():
+    ok = X.targets("cpu", _section(4.3))
+    assert [t["ok"] for t in ok] == [True, True]
+    assert X.targets("cpu", _section(2.9))[0]["ok"] is False
+    assert X.targets("cpu", _section(4.3, decided=False))[0]["ok"] is False
+    assert X.targets("cuda", _section(4.3))[0]["ok"] is None  # the GPU bar is the gpu claim test's
+    assert X.targets("cpu", _section(4.3, peaks=(2e6, 3e6)))[1]["ok"] is False
+    assert X.targets("cpu", {}) == []
+
+
+def test_record_quick_on_cpu_has_what_targets_and_the_explorer_read(monkeypatch):
+    monkeypatch.setitem(M.SHAPE, "cpu", {"C": 32, "H": 4, "E": 4, "T": 4, "batch": 8})
+    monkeypatch.setattr(X.LESSON.params[0], "cpu", 32)
+    for p in X.LESSON.params[1:]:
+        monkeypatch.setattr(p, "cpu", M.SHAPE["cpu"][p.name])
+    rec = X.record("cpu", quick=True)
+    assert set(rec["waterfall"]["stages"]) == set(X.STAGES)
+    assert set(rec["headline"]["variants"]) == set(X.STAGES)
+    assert len(X.targets("cpu", rec)) == 2
