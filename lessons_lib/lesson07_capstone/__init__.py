@@ -11,7 +11,7 @@ Which file holds what:
 - model.py     the pitfalls and their fixes as pairs of functions; Block(fixes), Model, copy_weights, the data,
                the original and fixed training loops; SHAPE (the default shape by device)
 - evidence.py  the hunt: the profiler's table and Chrome trace, the memory snapshot (GPU), the summary for rooms
-               without internet, the course's tools (findings), step_times
+               without internet, the course's tools (findings)
 - fixes.py     the cumulative stages, the float64 check of each, the waterfall (time and peak memory),
                graph_check, CUDA graphs (GPU) and the roofline model for T4/A100/H100
 - explore.py   LESSON (a variant per stage), explorer(), record and targets

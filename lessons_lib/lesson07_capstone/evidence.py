@@ -146,8 +146,9 @@ def summary(p: Profile, top: int = 5) -> dict:
             "syncs_per_step": host_syncs / p.steps}
 
 
-def saved_largest(model, x, y, batch: int, n: int = 3) -> list[tuple[str, str, int]]:
-    """The `n` largest tensors one batch's forward saves for backward (the ledger): (node, shape, bytes)."""
+def saved_largest(model, x, y, batch: int, n: int = 3) -> tuple[list[tuple[str, str, int]], int]:
+    """The `n` largest tensors one batch's forward saves for backward (the ledger), as (node, shape, bytes),
+    and the total it saves."""
     led = ledger(lambda: F.cross_entropy(model(x[:batch]), y[:batch]))
     rows = sorted((e for e in led.entries if e.counted), key=lambda e: e.bytes, reverse=True)[:n]
     return [(e.node, "x".join(map(str, e.shape)), e.bytes) for e in rows], led.total_bytes
@@ -226,16 +227,3 @@ def findings_table(rows: dict) -> "html_table":
 def _op(op) -> str:
     name, shp = op
     return f"{name} {'x'.join(map(str, shp))}"
-
-
-def step_times(steps: int = 2, max_time: float = 8.0, device="cpu"):
-    """Original vs fixed training loop, timed in paired rounds by noise.compare (its str says 'not decided'
-    when the run cannot decide the ratio). Per call: `steps` training steps at the device's shape."""
-    from .. import noise
-
-    d = shape(device)
-    x, y = data(device)
-    slow, fixed = pair(device=device)
-    return noise.compare({"original": lambda: slow_train(slow, x, y, steps=steps, batch=d["batch"]),
-                          "fixed": lambda: fixed_train(fixed, x, y, steps=steps, batch=d["batch"])},
-                         pairs=[("original", "fixed")], max_time=max_time)

@@ -20,7 +20,6 @@ from ..syncs import syncs
 from ..trace import trace_ops
 from .model import Model, copy_weights, make_data, slow_train
 
-STARTER = (Model, slow_train)
 STEPS = 2  # steps the tools watch
 CHECK_STEPS = 3  # steps trained beside the original
 RTOL = 1e-4  # float32 against float32, same weights and data: rounding only
