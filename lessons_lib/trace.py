@@ -31,6 +31,7 @@ What the figures are, and are not:
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -399,7 +400,8 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch.ops.aten._local_scalar_dense.default and args and args[0].device.type == "meta":
+        if (_READS_ON_META[0] and func is torch.ops.aten._local_scalar_dense.default and args
+                and args[0].device.type == "meta"):
             out = False if args[0].dtype == torch.bool else 0  # a value read on the host: meta has none
         else:
             out = func(*args, **kwargs)
@@ -407,28 +409,36 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-def _meta_reads():
-    """On `meta`, data-dependent sizes (nonzero, boolean-mask indexing) assume every element is selected,
-    where this torch offers that (torch.fx.experimental._config.meta_nonzero_assume_all_nonzero)."""
-    import contextlib
+_READS_ON_META = [False]  # inside meta_reads(): host reads on meta return a stand-in value
 
+
+@contextlib.contextmanager
+def meta_reads():
+    """Inside this block, a trace on `meta` lets a training loop's host reads through: `.item()`
+    (aten._local_scalar_dense) is recorded and returns 0 (False for a bool), and a boolean mask selects every
+    element (an upper bound), where this torch offers that (torch.fx.experimental._config.
+    meta_nonzero_assume_all_nonzero). Opt-in, for a model's work (lesson 07's loops): outside it a read on
+    meta raises, which is how a checker learns that code reads values (lesson 04 then traces on the CPU)."""
     try:
         from torch.fx.experimental import _config
+        patch = _config.patch(meta_nonzero_assume_all_nonzero=True) if hasattr(
+            _config, "meta_nonzero_assume_all_nonzero") else contextlib.nullcontext()
     except ImportError:
-        return contextlib.nullcontext()
-    if not hasattr(_config, "meta_nonzero_assume_all_nonzero"):
-        return contextlib.nullcontext()
-    return _config.patch(meta_nonzero_assume_all_nonzero=True)
+        patch = contextlib.nullcontext()
+    before = _READS_ON_META[0]
+    with patch:
+        _READS_ON_META[0] = True
+        try:
+            yield
+        finally:
+            _READS_ON_META[0] = before
 
 
 def trace_ops(fn, *args, **kwargs) -> OpTrace:
-    """Run `fn(*args, **kwargs)` once and record every aten op it dispatches.
-
-    On `meta` tensors a training loop's host reads still trace: `.item()` (aten._local_scalar_dense) is
-    recorded and returns 0 (False for a bool), and a boolean mask selects every element (an upper bound;
-    where this torch cannot assume that, such code raises on meta as before)."""
+    """Run `fn(*args, **kwargs)` once and record every aten op it dispatches. (On `meta`, a host read
+    raises unless the trace runs inside `meta_reads()`.)"""
     trace = OpTrace()
-    with _meta_reads(), _Recorder(trace):
+    with _Recorder(trace):
         fn(*args, **kwargs)
     return trace
 

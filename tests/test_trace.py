@@ -217,10 +217,11 @@ def test_kernels_is_none_off_gpu():
 
 
 def test_a_training_loop_with_host_reads_traces_on_meta():
-    # lesson 07's loops read values on the host (.item()) and index with a boolean mask: on meta the read is
-    # recorded and returns 0, and the mask selects every element
+    # lesson 07's loops read values on the host (.item()) and index with a boolean mask: inside meta_reads()
+    # the read on meta is recorded and returns 0, and the mask selects every element; outside, it raises
     import torch as _t
 
+    from lessons_lib.trace import meta_reads
     from lessons_lib.trace import trace_ops as _trace
 
     def loop(x):
@@ -229,7 +230,10 @@ def test_a_training_loop_with_host_reads_traces_on_meta():
         return loss.item(), bool(mask.any())
 
     x = _t.empty(6, 3, device="meta")
-    t = _trace(loop, x)
+    with pytest.raises(Exception):
+        _trace(loop, x)
+    with meta_reads():
+        t = _trace(loop, x)
     names = [op.name for op in t.ops]
     assert names.count("_local_scalar_dense") == 2
     assert any(op.name == "index" and op.out_shapes[0] == (6, 3) for op in t.ops)

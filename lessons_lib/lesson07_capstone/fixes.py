@@ -258,7 +258,7 @@ def gpu_model(gpus=None, dims: dict | None = None) -> dict[str, dict[str, float]
     import dataclasses
 
     from .. import roofline
-    from ..trace import trace_ops
+    from ..trace import meta_reads, trace_ops
 
     d = dims or shape("cuda")
     steps = 2
@@ -266,8 +266,9 @@ def gpu_model(gpus=None, dims: dict | None = None) -> dict[str, dict[str, float]
         slow, fixed = Model(False, d["C"], d["H"], d["E"]), Model(True, d["C"], d["H"], d["E"])
     x = torch.empty(steps * d["batch"], d["T"], 8, device="meta")
     y = torch.empty(steps * d["batch"], dtype=torch.long, device="meta")
-    work = {"original": roofline.Work.from_trace(trace_ops(train, slow, x, y, steps=steps, batch=d["batch"])),
-            "fixed": roofline.Work.from_trace(trace_ops(train, fixed, x, y, steps=steps, batch=d["batch"]))}
+    with meta_reads():  # the loops' host reads (.item(), a boolean mask) on meta
+        work = {"original": roofline.Work.from_trace(trace_ops(train, slow, x, y, steps=steps, batch=d["batch"])),
+                "fixed": roofline.Work.from_trace(trace_ops(train, fixed, x, y, steps=steps, batch=d["batch"]))}
     work["fixed, one CUDA graph"] = dataclasses.replace(work["fixed"], launches=steps)
     out = {}
     for g in gpus or roofline.MODEL_GPUS:
