@@ -24,7 +24,7 @@ from __future__ import annotations
 from .evidence import (  # noqa: F401
     data, findings, findings_table, memory_snapshot, pair, profile_train, saved_largest, summary_table,
 )
-from .exercise import check, exercise_starter  # noqa: F401
+from .exercise import check_exercise, exercise_starter  # noqa: F401
 from .explore import KEY, explorer  # noqa: F401
 from .fixes import (  # noqa: F401
     ODD, agreement_report, check_stages, gpu_model, gpu_model_figure, graph_report, graphed_step, waterfall,

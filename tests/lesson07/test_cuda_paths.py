@@ -48,5 +48,5 @@ def test_graphs_on_cuda_capture_or_say_why():
 
 def test_checker_on_cuda_keeps_its_device_independent_lines():
     torch.manual_seed(0)
-    v = E.check(M.Model(True, 64, 4, 4), M.fixed_train)
+    v = E.check_exercise(M.Model(True, 64, 4, 4), M.fixed_train)
     assert all(ok for _, ok, _ in v.on_every_machine().checks)

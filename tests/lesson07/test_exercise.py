@@ -20,8 +20,8 @@ def _lines(v):
 def test_checker_sees_every_pitfall_in_the_starter_and_none_in_the_reference():
     model, train = E.exercise_starter()
     assert model.fixed == frozenset() and train is M.slow_train
-    slow = _lines(E.check(_model(False), train))
-    fixed = _lines(E.check(_model(True), M.fixed_train))
+    slow = _lines(E.check_exercise(_model(False), train))
+    fixed = _lines(E.check_exercise(_model(True), M.fixed_train))
     assert len(slow) == len(fixed) == 1 + PITFALLS
     assert slow[0][1] and fixed[0][1]  # both learn the original's numbers
     assert not any(ok for _, ok in slow[1:])
@@ -32,16 +32,16 @@ def test_each_fix_clears_its_own_line_in_any_order():
     names = {"gemm": "broadcast matmul", "grouped": "loop of small Linears", "fused": "elementwise chains",
              "saved": "attention matrix kept"}
     for fix, line in names.items():
-        v = E.check(_model({fix}), M.slow_train)
+        v = E.check_exercise(_model({fix}), M.slow_train)
         cleared = [name for name, ok in _lines(v)[1:] if ok]
         assert len(cleared) == 1 and line in cleared[0], (fix, cleared)
-    v = E.check(_model(False), M.fixed_train)
+    v = E.check_exercise(_model(False), M.fixed_train)
     cleared = [name for name, ok in _lines(v)[1:] if ok]
     assert len(cleared) == 4 and all("lesson 06" in c or "optimizer" in c for c in cleared)
 
 
 def test_checker_turns_an_error_into_a_verdict_line():
-    v = E.check(_model(True), lambda *a, **k: 1 / 0)
+    v = E.check_exercise(_model(True), lambda *a, **k: 1 / 0)
     assert not v.passed
     assert "ZeroDivisionError" in str(v)
 
@@ -49,8 +49,8 @@ def test_checker_turns_an_error_into_a_verdict_line():
 def test_checker_catches_wrong_numbers_and_wrong_arguments():
     def wrong(model, x, y, steps=20, batch=32, lr=1e-2):
         return M.fixed_train(model, x, y, steps, batch, lr=10 * lr)
-    v = E.check(_model(True), wrong)
+    v = E.check_exercise(_model(True), wrong)
     assert not v.checks[0][1] and "relative error" in v.checks[0][2]
-    assert "lesson Model" in str(E.check(torch.nn.Linear(2, 2), M.slow_train))
-    assert not E.check(_model(True), "fixed_train").passed
-    assert "return (losses, outputs)" in str(E.check(_model(True), lambda *a, **k: 3))
+    assert "lesson Model" in str(E.check_exercise(torch.nn.Linear(2, 2), M.slow_train))
+    assert not E.check_exercise(_model(True), "fixed_train").passed
+    assert "return (losses, outputs)" in str(E.check_exercise(_model(True), lambda *a, **k: 3))

@@ -60,3 +60,10 @@ def test_record_quick_on_cpu_has_what_targets_and_the_explorer_read(monkeypatch)
     assert set(rec["waterfall"]["stages"]) == set(X.STAGES)
     assert set(rec["headline"]["variants"]) == set(X.STAGES)
     assert len(X.targets("cpu", rec)) == 2
+
+
+def test_targets_read_the_stages_by_name_not_by_order():
+    # A saved file's keys are sorted ("+ fused" before "original"): record recomputes targets from it.
+    sec = _section(4.3)
+    sec["waterfall"]["stages"] = dict(sorted(sec["waterfall"]["stages"].items()))
+    assert X.targets("cpu", sec)[1]["value"] == 2e6 / 50e6
