@@ -1,4 +1,4 @@
-"""The exercise: the reader fixes the pitfalls in their own order; `check` says which remain.
+"""The exercise: the reader fixes the pitfalls in their own order; `check_exercise` says which remain.
 
 The reader passes a model (a `Model`, with the fixes they chose, or their own edit of one) and a training
 loop (`slow_train` edited, say). The checker trains it for a few steps beside the original with the same
