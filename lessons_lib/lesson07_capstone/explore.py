@@ -54,6 +54,8 @@ def _validate(p: dict) -> None:
 
 
 def _metrics(fn, x, y, models) -> dict[str, float]:
+    if x.device.type == "meta":  # a peak is measured, never modelled: record leaves it out of a model file
+        raise ValueError("the peak is measured, not modelled")
     peak = step_peak(models[fn._stage], x, y)
     return {"peak memory, forward + backward (MiB)": peak / 2**20} if peak is not None else {}
 
