@@ -222,7 +222,7 @@ def test_calibration_times_the_asked_shape_when_a_call_there_is_predicted_cheap(
     # a call that grows faster than its floor (cache, page faults, barriers): predicted 0.05 s by the
     # floor's ratio from the first shape, it takes 0.15 s, and the calibration has it
     toy, big = _toy(), 4096
-    chain = toy.calibration_shapes({"n": big}, variants=["mm"])["mm"]
+    chain = toy.calibration_shapes({"n": big}, device="cpu", variants=["mm"])["mm"]
     assert len(chain) > 1 and chain[-1]["n"] == big
     k = 0.05 / _floor(toy, big)
     timed = _scripted(toy, monkeypatch, lambda s: k * _floor(toy, s["n"]) * (3 if s["n"] == big else 1))
@@ -238,7 +238,7 @@ def test_calibration_walks_up_only_to_calls_predicted_under_the_limit(monkeypatc
     # calls proportional to the floor, 1 s at the asked shape: timed at the first shape, then at the
     # largest predicted under CALIBRATION_CALL, never at the asked one
     toy, big = _toy(), 4096
-    chain = toy.calibration_shapes({"n": big}, variants=["mm"])["mm"]
+    chain = toy.calibration_shapes({"n": big}, device="cpu", variants=["mm"])["mm"]
     k = 1.0 / _floor(toy, big)
     timed = _scripted(toy, monkeypatch, lambda s: k * _floor(toy, s["n"]))
     toy.calibrate({"n": big}, "cpu", variants=["mm"])
