@@ -28,6 +28,9 @@ SECOND_LOOK = 3.0  # strategies within this factor of the fastest (and the usual
 MAX_FINALISTS = 3  # near-ties re-timed in paired rounds (at least 3 rounds each: keep the count small)
 TUNE_BLOCK_S = 5e-4  # seconds per sample while tuning: short enough that a busy machine's scheduler
 # leaves most samples whole, so each strategy's fastest sample is its undisturbed speed (timing.measure)
+FINAL_ROUND_S = 2e-3  # seconds per finalist per paired round: neighbours in time see the same machine. With
+# 10 ms a side, a busy machine's slow and fast spells fell on one side of a round (ratios spread 106%) and
+# once ranked einsum 1.29x ahead of a channels-first matmul that ran 1.6x faster (4 groups of 32, training)
 BUSY_SPREAD = 0.25  # rounds whose ratios spread more than this, or a load average above the cores: "busy"
 FALLBACK = "bmm"  # what auto uses where it cannot time (inside torch.compile)
 
@@ -38,7 +41,8 @@ FALLBACK = "bmm"  # what auto uses where it cannot time (inside torch.compile)
 @dataclass
 class Choice:
     """What auto-tuning saw for one key: every strategy's time (or why it was not timed). Each time is the
-    least-disturbed sample (`Timing.least`; for near-ties the median of that over paired rounds): on a
+    least-disturbed sample (`Timing.least`; for near-ties, the paired rounds' leader's median of that, and the
+    others as that times their median paired ratio to it): on a
     busy machine noise only adds time, so the fastest sample ranks strategies best."""
 
     key: tuple
@@ -48,7 +52,7 @@ class Choice:
     seconds: float = 0.0  # time the tuning took, timing included
     noisy: list[str] = field(default_factory=list)
     busy: str = ""  # why the machine looked busy while tuning ("" when it did not)
-    rounds: int = 0  # paired rounds of the near-ties (their medians are what `medians` holds for them)
+    rounds: int = 0  # paired rounds of the near-ties (what `medians` holds for them comes from those rounds)
 
     def describe(self) -> str:
         dev, dtype, G, K, O, rows, tail, training, bias = self.key
@@ -63,7 +67,7 @@ class Choice:
         for s, why in self.skipped.items():
             lines.append(f"  {s:<16}  not timed: {why}")
         if self.rounds:
-            lines.append(f"  (times: each strategy's fastest sample; near-ties: the median of that over "
+            lines.append(f"  (times: each strategy's fastest sample; near-ties: from the paired ratios over "
                          f"{self.rounds} paired rounds in alternating order)")
         if self.busy:
             lines.append(f"  ⚠ the machine looked busy while tuning ({self.busy}): the choice may be off. "
@@ -182,6 +186,15 @@ def _calls(names, x, weight, bias, dim, training: bool) -> dict:
     return {name: make_call(name) for name in names}
 
 
+def _paired_leader(cmp, names: list[str]) -> str | None:
+    """The finalist faster than every other in the median of their paired per-round ratios (the noise rule's
+    own statistic: each round's two sides were timed moments apart); None where none is (a cycle)."""
+    for n in sorted(names, key=cmp.median):
+        if all(cmp.ratio(n, m).median <= 1.0 for m in names if m != n):
+            return n
+    return None
+
+
 def _busy(spread: float, noisy: int, timed: int) -> str:
     """Why the machine looked busy while tuning, or "": the near-ties' paired rounds disagreed, the
     harness flagged half the measurements noisy, or the load average was above the core count."""
@@ -269,15 +282,21 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
                        key=medians.get)[:MAX_FINALISTS]
     left = budget - (time.perf_counter() - t0)
     rounds, spread = 0, 0.0
+    lead = None
     if len(finalists) > 1 and left > 0:
         calls = _calls(finalists, x, weight, bias, dim, training)
-        cmp = noise.compare(calls, rounds=3, max_rounds=7, max_time=left, statistic="least", block=TUNE_BLOCK_S,
-                            min_run_time=min(0.01, left / (6 * len(finalists)) + 1e-3))
-        medians.update({n: cmp.median(n) for n in finalists})
+        cmp = noise.compare(calls, rounds=5, max_rounds=15, max_time=left, statistic="least", block=TUNE_BLOCK_S,
+                            min_run_time=FINAL_ROUND_S)
         rounds = len(cmp.rounds[finalists[0]])
-        lead = min(finalists, key=cmp.median)
+        lead = _paired_leader(cmp, finalists)
+        if lead:  # the leader's median, the others as it times their paired ratio to it (what decided)
+            base = cmp.median(lead)
+            medians.update({n: base * max(cmp.ratio(n, lead).median, 1.0) for n in finalists})
+        else:
+            medians.update({n: cmp.median(n) for n in finalists})
+            lead = min(finalists, key=cmp.median)
         spread = max((cmp.ratio(n, lead).spread for n in finalists if n != lead), default=0.0)
-    best = min(medians, key=medians.get)
+    best = lead or min(medians, key=medians.get)
     choice = Choice(key, best, medians, skipped, time.perf_counter() - t0, noisy,
                     _busy(spread, len(noisy), len(medians)), rounds)
     if strategies is None:

@@ -2,6 +2,7 @@
 
 import types
 
+import pytest
 import torch
 
 from lessons_lib import grouped_linear as GL
@@ -109,7 +110,7 @@ def _scripted_tuning(monkeypatch, looks: dict, rounds: dict) -> list:
 def test_near_ties_are_re_timed_in_alternating_paired_rounds_and_keep_their_median(monkeypatch):
     # First look, two passes: bmm 10, einsum 11 (a near-tie), conv 30. Paired rounds of the two near-ties: bmm
     # 10 every time; einsum 9 except one round in three (a storm: 30). The noise rule runs rounds until the
-    # ratio is decided; the median keeps einsum 9 ahead of bmm 10 despite the storm.
+    # ratio is decided; the median of the paired ratios keeps einsum 9 ahead of bmm 10 despite the storm.
     looks = {"bmm": [10.0, 12.0], "einsum": [11.0, 13.0], "conv": [30.0, 31.0]}
     calls = _scripted_tuning(monkeypatch, looks, {"bmm": [10.0] * 7, "einsum": [9.0, 9.0, 30.0] * 3})
     x, w, b = torch.randn(4, 12), torch.randn(3, 4, 4), torch.randn(3, 4)
@@ -118,9 +119,10 @@ def test_near_ties_are_re_timed_in_alternating_paired_rounds_and_keep_their_medi
     assert calls[:12] == ["bmm", "conv", "einsum", "einsum", "conv", "bmm",
                           "bmm", "einsum", "einsum", "bmm", "bmm", "einsum"]
     assert "conv" not in calls[6:]  # 3× the fastest: no paired rounds
-    assert choice.strategy == "einsum" and choice.medians == {"bmm": 10.0, "einsum": 9.0, "conv": 30.0}
-    # 3 rounds are the minimum; the third (a storm) left bmm/einsum undecided, the fourth decided it
-    assert choice.rounds == 4 and "over 4 paired rounds" in choice.describe()
+    # the leader's median (9), bmm as 9 × its median paired ratio to einsum (10/9)
+    assert choice.strategy == "einsum" and choice.medians == pytest.approx({"bmm": 10.0, "einsum": 9.0, "conv": 30.0})
+    # 5 short rounds are the minimum; one storm among them leaves the median ratio decided
+    assert choice.rounds == 5 and "over 5 paired rounds" in choice.describe()
     assert choice.busy == ""  # the decided ratio's rounds agree within BUSY_SPREAD; no load reported
 
 
