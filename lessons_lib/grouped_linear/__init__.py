@@ -40,7 +40,9 @@ looked busy while it tuned. Tuning measures the steady state (every strategy is 
 first, each over the weight in its own memory order), times every strategy in two passes of
 opposite order and keeps each one's faster pass (a burst of load seldom hits the same strategy
 twice), always times the usual winners (`ALWAYS_TIME`) whatever the budget, and re-times the
-near-ties in alternating paired rounds (`noise.compare`). A repeated input signature skips even
+near-ties in short alternating paired rounds (`noise.compare`), the winner being the one whose
+median paired ratio beats every other's (a round's two sides are timed moments apart, so they
+see the same machine). A repeated input signature skips even
 the cache lookup (a small layer pays the dispatch on every call). It ranks by each measurement's fastest
 sample (`Timing.least`): on a busy machine noise only adds time. Under
 `torch.compile` or on `meta` (an op trace) it never times anything: it uses the cached choice,

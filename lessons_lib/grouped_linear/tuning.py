@@ -25,7 +25,7 @@ FIRST_LOOK = 0.6  # share of the budget for timing every strategy once; the rest
 NEAR_TIE = 1.5  # a strategy within this factor of the fastest gets a second look (a burst of load on a
 # shared machine can slow one 20 ms measurement by a third)
 SECOND_LOOK = 3.0  # strategies within this factor of the fastest (and the usual winners) are timed twice
-MAX_FINALISTS = 3  # near-ties re-timed in paired rounds (at least 3 rounds each: keep the count small)
+MAX_FINALISTS = 3  # near-ties re-timed in paired rounds (3 short rounds at least, 5 within the budget: keep it small)
 TUNE_BLOCK_S = 5e-4  # seconds per sample while tuning: short enough that a busy machine's scheduler
 # leaves most samples whole, so each strategy's fastest sample is its undisturbed speed (timing.measure)
 FINAL_ROUND_S = 2e-3  # seconds per finalist per paired round: neighbours in time see the same machine. With
