@@ -56,6 +56,9 @@ class Variant:
     # prepare(fn, *inputs) -> the callable to time. Runs outside the clock (compile, graph capture);
     # Lesson.run reports its cost separately, in Run.prepare_seconds.
     prepare: Callable[..., Callable] | None = None
+    # True for a variant that runs one of the others (GroupedLinear(auto) runs the strategy it chose): drawn
+    # and timed, but never named "fastest" (its lead over the variant it runs is noise)
+    runs_another: bool = False
 
     def source(self) -> str:
         return inspect.getsource(self.fn)

@@ -139,10 +139,12 @@ class Explorer(ExplorerUI):
 
     # --- conclusions through the noise rule ----------------------------------------------------
     def winner_line(self, run) -> str:
-        """Which variant was fastest, and by how much over the runner-up: said only when the
-        measurement decides it (`noise`): from the run's own spreads, else re-measured in paired,
-        alternating rounds of the two (a few seconds at most), else "not decided on this run"."""
-        order = sorted(run.timings, key=lambda n: run.timings[n].median)
+        """Which variant was fastest (of those that do not run another: `Variant.runs_another`), and by how
+        much over the runner-up: said only when the measurement decides it (`noise`): from the run's own
+        spreads, else re-measured in paired, alternating rounds of the two (a few seconds at most), else
+        "not decided on this run"."""
+        order = sorted((n for n in run.timings if not self.lesson.variant(n).runs_another),
+                       key=lambda n: run.timings[n].median)
         if len(order) < 2:
             return ""
         a, b = order[0], order[1]

@@ -527,3 +527,17 @@ def test_the_winner_is_said_only_when_the_noise_rule_decides_it(monkeypatch):
     decided = noise.Comparison({"mm": [1.0, 1.0, 1.0], "einsum": [2.0, 2.1, 2.0]})
     monkeypatch.setattr(noise, "compare_lesson", lambda *a, **k: decided)
     assert ex.winner_line(run).startswith("fastest: mm, 2.")
+
+
+def test_a_variant_that_runs_another_is_never_named_fastest():
+    # GroupedLinear(auto) runs one of lesson 03's variants: its lead over that one is noise
+    import dataclasses
+
+    toy = _toy()
+    auto = dataclasses.replace(toy.variants[0], name="auto", runs_another=True)
+    ex = Explorer(dataclasses.replace(toy, variants=[*toy.variants, auto]), "cpu", min_run_time=0.01)
+    run = ex.lesson.run({"n": 8}, "cpu", min_run_time=0.01)
+    for name, med in (("auto", 0.5), ("mm", 1.0), ("einsum", 2.0)):  # auto "fastest" by far, decided
+        run.timings[name].median, run.timings[name].iqr = med, 0.01 * med
+    assert ex.winner_line(run).startswith("fastest: mm, 2.00× ahead of einsum")
+

@@ -152,7 +152,9 @@ def with_variants(lesson: Lesson, *, auto: bool = False, grouped: bool = False, 
     extra = []
     if auto:
         extra.append(Variant(AUTO, grouped_linear_auto, "tuned before the timed calls (tuning reported apart), then "
-                             "the cached choice over its weight, laid out for that choice", prepare=_prepare_auto))
+                             "the cached choice over its weight, laid out for that choice (never named fastest: it runs "
+                             "one of the others)", prepare=_prepare_auto,
+                             runs_another=True))
     if forum:
         extra.append(Variant(FORUM, forum_baddbmm, "a forum answer: one baddbmm over a (G, in, out) weight stack",
                              prepare=_prepare_gemm_layout))
