@@ -41,7 +41,7 @@ FALLBACK = "bmm"  # what auto uses where it cannot time (inside torch.compile)
 @dataclass
 class Choice:
     """What auto-tuning saw for one key: every strategy's time (or why it was not timed). Each time is the
-    least-disturbed sample (`Timing.least`; for near-ties, the paired rounds' leader's median of that, and the
+    least-disturbed sample (`Timing.least`; for the near-ties after their paired rounds, the leader's, and the
     others as that times their median paired ratio to it): on a
     busy machine noise only adds time, so the fastest sample ranks strategies best."""
 
@@ -288,13 +288,12 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
         cmp = noise.compare(calls, rounds=5, max_rounds=15, max_time=left, statistic="least", block=TUNE_BLOCK_S,
                             min_run_time=FINAL_ROUND_S)
         rounds = len(cmp.rounds[finalists[0]])
-        lead = _paired_leader(cmp, finalists)
-        if lead:  # the leader's median, the others as it times their paired ratio to it (what decided)
-            base = cmp.median(lead)
-            medians.update({n: base * max(cmp.ratio(n, lead).median, 1.0) for n in finalists})
-        else:
-            medians.update({n: cmp.median(n) for n in finalists})
-            lead = min(finalists, key=cmp.median)
+        lead = _paired_leader(cmp, finalists) or min(finalists, key=cmp.median)  # (or: a cycle)
+        # One scale for the whole table: the leader keeps its time from the looks (the others' too were
+        # taken that way), the other finalists are that times their median paired ratio to it (what
+        # decided). A round's few 2 ms samples give a larger "least" than a look's many.
+        base = medians[lead]
+        medians.update({n: base * max(cmp.ratio(n, lead).median, 1.0) for n in finalists if n != lead})
         spread = max((cmp.ratio(n, lead).spread for n in finalists if n != lead), default=0.0)
     best = lead or min(medians, key=medians.get)
     choice = Choice(key, best, medians, skipped, time.perf_counter() - t0, noisy,
