@@ -353,16 +353,18 @@ class Measured(NamedTuple):
 _PHASES = ("lessons_lib.memory.forward", "lessons_lib.memory.backward")
 
 
-def measured_peaks(fn: Callable, *args, backward: bool = True, **kwargs) -> Measured:
+def measured_peaks(fn: Callable, *args, backward: bool = True, device=None, **kwargs) -> Measured:
     """Peaks of one step, `fn(*args, **kwargs)` then `.sum().backward()`, measured and not predicted.
 
     `timeline` runs `fn` under a dispatch mode, and some code changes under one: a function
     from `torch.compile` falls back to eager. This measures with nothing in the way: the CUDA
     allocator's counters, or on CPU the profiler's memory events. One untimed warm-up step runs
     first (it compiles a compiled function). On `meta` nothing is measured: all three are None.
+    device: where `fn` allocates. Read from the tensor arguments when not given; pass it for a closure
+        (with no tensor arguments a GPU step would be measured with the CPU profiler: "40 B").
     """
     tensors = _tensors((args, kwargs))
-    device = tensors[0].device if tensors else torch.device("cpu")
+    device = torch.device(device) if device is not None else tensors[0].device if tensors else torch.device("cpu")
     if device.type not in ("cuda", "cpu"):
         return Measured(None, None, None)
     _warm_up(fn, args, kwargs, backward)

@@ -212,7 +212,7 @@ def _paired(measure_round: Callable[[list[str], bool], dict[str, timing.Timing]]
 
 def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_rounds: int = MAX_ROUNDS,
             min_run_time: float = 0.02, max_time: float | None = 8.0, pairs=None,
-            statistic: str = "median", block: float | None = None) -> Comparison:
+            statistic: str = "median", block: float | None = None, device=None) -> Comparison:
     """Time zero-argument callables in paired, alternating rounds until the needed ratios are decided.
 
     pairs: the (num, den) ratios the sentence needs (default: each variant against the fastest); only
@@ -223,13 +223,15 @@ def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_r
         whose noise only adds time).
     block: seconds per sample on a CPU (`timing.measure(block=...)`); with statistic="least" it ranks on
         a busy machine.
+    device: where the callables run. They take no arguments, so the harness cannot read it from them:
+        pass it (a GPU run is otherwise labelled and timed as "cpu").
     """
     if len(fns) < 1:
         raise ValueError("compare() needs at least one variant.")
 
     def one_round(order, first):
         return {n: timing.measure(fns[n], label=n, min_run_time=min_run_time,
-                                  warmup=timing.WARMUP_CALLS if first else 1, min_samples=3,
+                                  warmup=timing.WARMUP_CALLS if first else 1, min_samples=3, device=device,
                                   **({"block": block} if block else {})) for n in order}
 
     return _paired(one_round, list(fns), rounds, max_rounds, max_time, pairs, statistic)

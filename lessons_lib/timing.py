@@ -108,6 +108,7 @@ def measure(
     min_samples: int = MIN_SAMPLES,
     max_time: float | None = None,
     block: float | None = None,
+    device: torch.device | str | None = None,
 ) -> Timing:
     """Time `fn(*args)` honestly and return its median and IQR per call.
 
@@ -123,12 +124,15 @@ def measure(
         blocks of at least 3 ms (its overhead rule: 1e-4 of a 0.3 µs timer). A busy machine's
         scheduler hands out slices of a few ms, so it interrupts nearly every 3-15 ms block and few
         of 0.5 ms ones: `Timing.least` of short blocks is the undisturbed speed (ranking, not reporting).
+    device: where `fn` runs. Pass it whenever `fn` takes no tensor arguments (a closure): it is otherwise
+        read from the arguments, and a zero-argument closure has none, so a GPU run would be labelled
+        "cpu", timed with CPU blocks and not synchronized around the warm-up.
     """
     label = label or getattr(fn, "__name__", "fn")
     if rotate is not None and not rotate:
         raise ValueError("rotate= needs at least one tuple of arguments (or leave it out).")
     arg_sets = rotate if rotate is not None else [args]
-    device = _device_of(arg_sets[0])
+    device = torch.device(device) if device is not None else _device_of(arg_sets[0])
     start = time.perf_counter()
     for call_args in itertools.islice(itertools.cycle(arg_sets), max(warmup, len(arg_sets))):
         fn(*call_args)
@@ -199,16 +203,16 @@ def _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples, ma
     scratch = torch.empty(flush_bytes(device) // 4, dtype=torch.float32, device=device)
     samples: list[float] = []
     spent = 0.0
-    start = start if start is not None else time.perf_counter()
+    start = start if start is not None else time.perf_counter()  # wall clock, for max_time
     for call_args in itertools.cycle(arg_sets):
         scratch.fill_(1.0)  # evicts the inputs from cache
-        if on_gpu:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+        if on_gpu:  # events, not `start`: the budget check below reads the wall clock
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
             fn(*call_args)
             end.record()
             end.synchronize()
-            dt = start.elapsed_time(end) / 1e3
+            dt = begin.elapsed_time(end) / 1e3
         else:
             t0 = time.perf_counter()
             fn(*call_args)
