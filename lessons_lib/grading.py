@@ -118,6 +118,33 @@ def analyse_reader(analyse, make_inputs, limit: float | None = None):
     return None, None, problem
 
 
+def speed_check(name: str, starter, reader, bar: float, device, max_time: float = 20.0,
+                limit: float | None = None) -> tuple[str, bool, str]:
+    """(name, ok, detail) for `Verdict.on_gpu`: the reader's code against the starter, both zero-argument
+    callables, timed in paired, alternating rounds by the noise rule (`noise.compare`), never once each.
+
+    It passes only when the rounds decide the ratio time(starter) / time(reader) and its median reaches
+    `bar`; a ratio the rounds cannot decide fails with the noise rule's sentence. So the starter checked
+    against itself is never called faster: its rounds give ~1.0×, or "not decided". Anything the reader's
+    code does while timed (raise, hang, run out of memory) becomes the detail, never an exception.
+    """
+    from . import noise
+
+    try:
+        with time_limit(limit or 2 * max_time + READER_TIME_LIMIT):
+            cmp = noise.compare({"starter": starter, "yours": reader}, pairs=[("starter", "yours")],
+                                max_time=max_time, device=device)
+    except TimeLimit as err:
+        return name, False, f"still timing: {err}"
+    except Exception as err:  # the reader's code on the device: a line, not a traceback
+        return name, False, f"timing raised {type(err).__name__}: {_one_line(err)}"
+    r = cmp.ratio("starter", "yours")
+    if not r.decided:
+        return name, False, r.not_decided()
+    return name, r.median >= bar, (f"{r.median:.2f}×: median of {len(r.values)} paired rounds, "
+                                   f"IQR {r.low:.2f}–{r.high:.2f}×")
+
+
 def _one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return (text[0] if text else "")[:200]
