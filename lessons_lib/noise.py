@@ -7,9 +7,19 @@ exponent or a regime from a measurement goes through this module:
 1. **Paired rounds.** Each round times every variant once with the one harness (`timing.measure`), in
    alternating order (as listed, then reversed). A drift that lasts a round hits both sides of a ratio,
    and the per-round ratio cancels it. The ratio is the median of the per-round ratios.
-2. **Decided or not.** A ratio is decided when its rounds agree: the inter-quartile range of the
-   per-round ratios is at most `RATIO_SPREAD` of their median. A *winner* is decided when, in addition,
-   the whole IQR lies on one side of 1 by more than `TIE`; a ratio decided but inside that band is a tie.
+2. **Decided or not.** A ratio is decided in either of two ways:
+   - *its rounds agree*: the inter-quartile range of the per-round ratios is at most `RATIO_SPREAD` of
+     their median (the ratio's size is known to within that);
+   - *the gap is far larger than its spread* (`Ratio.far`), judged in log space, where a ratio and its
+     inverse are the same distance from 1: every round points the same way, the whole IQR lies beyond
+     the tie band (below 1 - `TIE` or above 1 + `TIE`), and the median's distance from 1, |log median|,
+     is at least `EFFECT` times the IQR's width, log(q3 / q1). If the per-round log ratios scatter like a
+     normal distribution, an IQR is 1.35 standard deviations, so a single round would have to fall more
+     than 4 of them from its median to land on the other side of 1. So 26.9 µs against 5.72 ms with a 32%
+     spread is decided (212×: in log space the IQR is a sixteenth of the gap); 1.3× with a 32% spread is not
+     (the spread alone could make it). The sentence then gives the median; its IQR is `low`–`high`.
+   A *winner* is decided when, in addition, the whole IQR lies on one side of 1 by more than `TIE`; a
+   ratio decided but inside that band is a tie. A NaN in any round never decides.
 3. **Re-measure, then say so.** When a needed ratio is not decided after `rounds`, more rounds are run
    (up to `MAX_ROUNDS`, within `max_time`). If it still is not decided, the sentence becomes
    ``not decided on this run (spread N%): rerun on a quieter machine``.
@@ -26,6 +36,7 @@ through `settle`, which repeats it until the values agree (`Estimate`).
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -35,6 +46,7 @@ from . import timing
 
 RATIO_SPREAD = 0.25  # IQR / median of the per-round ratios above this: the rounds disagree
 TIE = 0.05  # a decided ratio within 5% of 1 is a tie, not a winner
+EFFECT = 3.0  # a ratio is decided whatever its spread when |log median| ≥ EFFECT × log(q3 / q1) (see above)
 ROUNDS = 5
 MIN_ROUNDS = 3  # fewer rounds than this decide nothing, whatever the budget
 MAX_ROUNDS = 15
@@ -75,12 +87,19 @@ class Estimate:
         return (self.high - self.low) / m if m else float("inf")
 
     @property
+    def far(self) -> bool:
+        """Whether the value is far from what the sentence compares it with, whatever the spread. A plain
+        estimate (an exponent, an overhead) states its value, so only its spread can decide it: False.
+        `Ratio` overrides it: a gap far larger than its spread is decided."""
+        return False
+
+    @property
     def decided(self) -> bool:
         if not self.values or any(v != v for v in self.values):  # NaN never decides
             return False
         if self.abs_tol is not None and (self.high - self.low) / 2 <= self.abs_tol:
             return True
-        return self.spread <= self.rel_tol
+        return self.spread <= self.rel_tol or self.far
 
     def not_decided(self) -> str:
         return NOT_DECIDED.format(spread=min(self.spread, 99.99))
@@ -98,6 +117,19 @@ class Ratio(Estimate):
 
     num: str = ""
     den: str = ""
+
+    @property
+    def far(self) -> bool:
+        """A gap far larger than its spread (the module's rule 2): every round on the same side of 1, the
+        IQR beyond the tie band, and |log median| ≥ EFFECT × log(q3 / q1). Ratios of times are positive;
+        a value ≤ 0 or NaN (a spread added past the median, a broken round) never decides this way."""
+        vals = self.values
+        if not vals or any(not v > 0 or v == math.inf for v in vals) or self.low <= 0:
+            return False
+        same_way = all(v > 1 for v in vals) or all(v < 1 for v in vals)
+        beyond_tie = self.low > 1 + TIE or self.high < 1 - TIE
+        width = math.log(self.high / self.low)
+        return same_way and beyond_tie and abs(math.log(self.median)) >= EFFECT * width
 
     @property
     def tie(self) -> bool:
@@ -254,11 +286,15 @@ def compare_lesson(lesson, params: dict, device=None, dtype=None, variants=None,
 
 
 def settle(measure_once: Callable[[], float], *, rounds: int = 3, max_rounds: int = 9,
-           rel_tol: float = RATIO_SPREAD, abs_tol: float | None = None, max_time: float | None = 8.0) -> Estimate:
+           rel_tol: float = RATIO_SPREAD, abs_tol: float | None = None, max_time: float | None = 8.0,
+           ratio: bool = False) -> Estimate:
     """Call `measure_once` (one number per call: a fitted exponent, a ratio from one pass) until the values
-    agree, at most `max_rounds` times and within `max_time` seconds."""
+    agree, at most `max_rounds` times and within `max_time` seconds.
+
+    ratio: the values are ratios of two times: the result is a `Ratio`, so a gap far larger than its
+        spread is decided too (and `tie` / `faster` apply)."""
     start = time.perf_counter()
-    est = Estimate([], rel_tol=rel_tol, abs_tol=abs_tol)
+    est = (Ratio if ratio else Estimate)([], rel_tol=rel_tol, abs_tol=abs_tol)
     while True:
         est.values.append(float(measure_once()))
         n, elapsed = len(est.values), time.perf_counter() - start

@@ -75,6 +75,59 @@ def test_settle_repeats_until_the_values_agree():
 
 def test_nan_never_decides():
     assert not noise.Estimate([float("nan"), 1.0, 1.0]).decided
+    huge = noise.Ratio([float("nan"), 200.0, 250.0, 300.0, 220.0])  # a gap that would be decided without the NaN
+    assert not huge.decided and not huge.far and huge.faster is None
+    assert not noise.Ratio([float("inf"), 200.0, 250.0]).decided
+
+
+def _rounds(median, spread):
+    """Three per-round ratios whose IQR (inclusive quartiles: the midpoints) is `spread` of the median."""
+    return [median * (1 - spread), median, median * (1 + spread)]  # quartiles median × (1 ± spread / 2)
+
+
+def test_a_gap_far_larger_than_its_spread_is_decided():
+    # The H200's lesson 00 cell 7: 26.9 µs (no sync) against the harness's 5.72 ms with a 32% spread
+    # printed "not decided". In log space its IQR is a sixteenth of the gap: decided, either way round.
+    r = noise.from_timings(_t("no sync", 26.9e-6), _t("harness", 5.72e-3, 0.32))
+    assert r.spread > noise.RATIO_SPREAD and r.far and r.decided
+    assert r.faster == "no sync" and r.say("{r:.3g}×") == "0.0047×"
+    for median in (93.8, 272.0, 1 / 93.8):  # lesson 06's gaps, as wide as 56% and 69%
+        for spread in (0.56, 0.69):
+            wide = noise.Ratio(_rounds(median, spread), num="a", den="b")
+            assert wide.spread == pytest.approx(spread) and wide.decided, (median, spread)
+    assert noise.Ratio(_rounds(93.8, 0.56), num="slow", den="fast").faster == "fast"
+
+
+def test_a_difference_the_spread_can_explain_is_still_refused():
+    r = noise.Ratio(_rounds(1.3, 0.32))  # 1.3× with a 32% spread: the spread alone could make it
+    assert r.spread == pytest.approx(0.32) and not r.far and not r.decided
+    assert r.say("{r}").startswith("not decided on this run (spread 32%)")
+    assert not noise.Ratio(_rounds(2.0, 0.5)).decided  # 2× with a 50% spread
+    assert not noise.Ratio(_rounds(2.5, 0.32)).decided  # 2.5× with 32%: log 2.5 is 2.8 IQR widths, not 3
+    # a large median, but one round points the other way: the rounds disagree on the direction
+    assert not noise.Ratio([0.5, 10.0, 12.0]).decided
+    # a large median whose IQR reaches into the tie band
+    assert not noise.Ratio([1.02, 1.04, 30.0, 40.0, 50.0]).far
+    # a from_timings whose added spreads pass the median (a negative low) never decides by its size
+    assert not noise.from_timings(_t("a", 50.0, 1.5), _t("b", 1.0, 0.1)).decided
+
+
+def test_the_effect_rule_is_symmetric_in_log_space():
+    for median, spread in ((20.0, 0.6), (5.0, 0.4), (2.0, 0.2)):
+        up, down = noise.Ratio(_rounds(median, spread)), noise.Ratio([1 / v for v in _rounds(median, spread)])
+        assert up.far == down.far
+
+
+def test_a_plain_estimate_is_decided_by_its_spread_only():
+    # an exponent states its value: far from 0 does not make an uncertain value certain
+    assert not noise.Estimate(_rounds(20.0, 0.6)).decided
+    assert noise.Estimate(_rounds(20.0, 0.2)).decided
+
+
+def test_settle_can_return_a_ratio():
+    values = iter([40.0, 90.0, 60.0])
+    r = noise.settle(lambda: next(values), rounds=3, max_rounds=3, ratio=True)
+    assert isinstance(r, noise.Ratio) and r.spread > noise.RATIO_SPREAD and r.decided
 
 
 def test_from_timings_adds_the_spreads():
