@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +156,14 @@ def measured_lessons(info: DeviceInfo, directory: Path | str = REFERENCE_DIR) ->
     return json.loads(path.read_text())["lessons"] if path.exists() else {}
 
 
+def _write_json(path: Path, data: dict) -> None:
+    """Write whole or not at all (a temporary file, then a rename): `record` rewrites the file after each
+    lesson, and a run stopped mid-write must keep the lessons written before."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
 def save(info: DeviceInfo, lessons: dict, directory: Path | str = REFERENCE_DIR,
          conditions: dict | None = None) -> Path:
     """Write (or update) this device's measured file; lessons not re-recorded are kept.
@@ -169,7 +178,7 @@ def save(info: DeviceInfo, lessons: dict, directory: Path | str = REFERENCE_DIR,
     data = {"meta": {**info.as_dict(), "kind_of_figures": "measured", "recorded_by": "python -m lessons_lib.record",
                      "conditions": {**old_conditions, **(conditions or {})}},
             "lessons": {**old, **lessons}}
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    _write_json(path, data)
     return path
 
 
@@ -180,7 +189,7 @@ def save_file(name: str, meta: dict, lessons: dict, directory: Path | str = REFE
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"
-    path.write_text(json.dumps({"meta": meta, "lessons": lessons}, indent=1, sort_keys=True) + "\n")
+    _write_json(path, {"meta": meta, "lessons": lessons})
     return path
 
 

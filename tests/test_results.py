@@ -127,3 +127,134 @@ def test_recording_one_lesson_keeps_the_targets_of_the_others(tmp_path, monkeypa
     assert set(conditions) == {"90_a", "91_b"}
     assert conditions["90_a"]["beside"] == "two loops" and conditions["91_b"]["beside"] == ""
     assert conditions["90_a"]["threads"] >= 1 and len(conditions["90_a"]["load_average"]) == 2
+
+
+# --- python -m lessons_lib.record: every argument checked before the first measurement (issue 28 §5) ---
+def _fakes(monkeypatch, calls, **behaviour):
+    """Two fake lessons (90_a, 91_b) that note each call; behaviour[key]() runs inside its record()."""
+    import types
+
+    def fake(key):
+        def rec(dev, quick=False):
+            calls.append(key)
+            if key in behaviour:
+                behaviour[key]()
+            return {"value": 1.0}
+        return types.SimpleNamespace(record=rec, targets=lambda dev, section: [])
+
+    monkeypatch.setattr(record, "lesson_modules", lambda: {"90_a": fake("90_a"), "91_b": fake("91_b")})
+
+
+def _refused(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("device", ["mps", "meta", "nonsense", "cuda:7", "cpu:3", "cuda"])
+def test_record_refuses_a_device_it_cannot_measure_before_recording(device, tmp_path, monkeypatch, capsys):
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: --device cuda is valid here")
+    calls = []
+    _fakes(monkeypatch, calls)
+    assert record.main(["--device", device, "--out", str(tmp_path)]) == 2
+    assert "--device" in _refused(capsys)
+    assert calls == [] and not list(tmp_path.glob("*.json"))
+
+
+def test_record_refuses_an_unwritable_out_before_recording(tmp_path, monkeypatch, capsys):
+    calls = []
+    _fakes(monkeypatch, calls)
+    (tmp_path / "a-file").write_text("")  # a folder inside a file: unwritable even for root
+    assert record.main(["--device", "cpu", "--out", str(tmp_path / "a-file" / "out")]) == 2
+    assert "--out" in _refused(capsys) and calls == []
+
+
+def test_record_refuses_a_broken_results_file_before_recording(tmp_path, monkeypatch, capsys):
+    from lessons_lib import device
+
+    calls = []
+    _fakes(monkeypatch, calls)
+    (tmp_path / f"{device.describe('cpu').slug()}.json").write_text("{cut short")
+    assert record.main(["--device", "cpu", "--out", str(tmp_path)]) == 2
+    assert "not a recorded-results file" in _refused(capsys) and calls == []
+
+
+def test_record_refuses_an_unknown_lesson_before_recording_any(tmp_path, monkeypatch, capsys):
+    calls = []
+    _fakes(monkeypatch, calls)
+    assert record.main(["--device", "cpu", "--out", str(tmp_path), "--lessons", "90_a,nosuch"]) == 2
+    assert "'nosuch'" in _refused(capsys)
+    assert calls == [] and not list(tmp_path.glob("*.json"))
+    for empty in ("", " , "):
+        assert record.main(["--device", "cpu", "--out", str(tmp_path), "--lessons", empty]) == 2
+        _refused(capsys)
+
+
+def test_record_accepts_spaces_and_empty_names_in_lists(tmp_path, monkeypatch):
+    calls = []
+    _fakes(monkeypatch, calls)
+    assert record.main(["--device", "cpu", "--out", str(tmp_path), "--lessons", "91_b, 90_a,"]) == 0
+    assert calls == ["91_b", "90_a"]
+    assert record.names(" T4, ,H100,T4,") == ["T4", "H100"]
+
+
+def test_record_model_list_is_checked_whole_before_writing(tmp_path, monkeypatch, capsys):
+    written = []
+    monkeypatch.setattr(record, "write_model", lambda gpu, out: written.append(gpu) or tmp_path / f"model-{gpu}.json")
+    assert record.main(["--model", "T4,", "--out", str(tmp_path)]) == 0  # the empty name is ignored
+    assert written == ["T4"]
+    capsys.readouterr()
+    for bad in ("T4,nosuch", ",", ""):
+        written.clear()
+        assert record.main(["--model", bad, "--out", str(tmp_path)]) == 2
+        assert "--model" in _refused(capsys) and written == []
+
+
+def test_record_writes_each_lesson_as_it_finishes(tmp_path, monkeypatch):
+    seen = []
+
+    def peek():  # inside 91_b's recording, 90_a is already in the file
+        (path,) = tmp_path.glob("*.json")
+        seen.append(set(json.loads(path.read_text())["lessons"]))
+
+    _fakes(monkeypatch, [], **{"91_b": peek})
+    assert record.main(["--device", "cpu", "--out", str(tmp_path)]) == 0
+    assert seen == [{"90_a", "targets"}]
+
+
+def test_record_stops_a_lesson_over_its_cap_and_records_the_others(tmp_path, monkeypatch, capsys):
+    import time
+
+    def slow():  # a lesson whose own `except Exception` must not swallow the stop
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                time.sleep(0.01)
+            except Exception:
+                pass
+
+    calls = []
+    _fakes(monkeypatch, calls, **{"90_a": slow})
+    t0 = time.monotonic()
+    assert record.main(["--device", "cpu", "--quick", "--out", str(tmp_path), "--lesson-timeout", "0.5"]) == 1
+    assert time.monotonic() - t0 < 25
+    out = capsys.readouterr().out
+    assert "90_a: STOPPED" in out and "Not recorded: 90_a (stopped)" in out
+    (path,) = tmp_path.glob("*.json")
+    assert set(json.loads(path.read_text())["lessons"]) == {"91_b", "targets"} and calls == ["90_a", "91_b"]
+    assert record.check_cap(None, quick=True) == record.QUICK_LESSON_CAP and record.check_cap(None, False) is None
+
+
+def test_record_goes_on_after_a_lesson_that_raises(tmp_path, monkeypatch, capsys):
+    def boom():
+        raise RuntimeError("a lesson's bug")
+
+    _fakes(monkeypatch, [], **{"90_a": boom})
+    assert record.main(["--device", "cpu", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr()
+    assert "90_a: FAILED" in out.out and "a lesson's bug" in out.err
+    (path,) = tmp_path.glob("*.json")
+    assert "91_b" in json.loads(path.read_text())["lessons"]
