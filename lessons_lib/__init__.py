@@ -23,7 +23,8 @@ One package a lesson, lessonNN_<name>/ (a notebook does `from lessons_lib import
 The toolkit: flat modules, no lesson code inside. Data flows lesson -> toolkit -> torch, and the
 import graph has no cycle (tests/test_imports.py). By role:
     the machine        device (which device, describe, fits, OOM, dtype, threads), hardware
-                       (synchronize, the last-level cache), compiling (torch.compile in one place)
+                       (synchronize, the last-level cache), host (memory, cores, load: standard library
+                       only), compiling (torch.compile in one place)
     measuring          timing (the harness), noise (the noise rule), roofline (FLOPs, bytes,
                        launches, the floor), launch_queue (the host feeding a GPU stream), transfers
     looking inside     trace (ops) and kernels (GPU kernels); memory (the saved-tensor ledger, the
@@ -40,36 +41,46 @@ Tools for rooms: doctor and doctor_probes (`python -m lessons_lib.doctor`: is th
 workspace (`python -m lessons_lib.workspace`: a working copy of the notebooks), colab (badge, set-up
 cell), record (`python -m lessons_lib.record`: the recorded results in reference/).
 
-`setup()` is every notebook's first call. `import lessons_lib` stays cheap: the front door's names
-import their modules on first use.
+`setup()` is every notebook's first call. `import lessons_lib` stays cheap and imports no torch: the
+front door's names (and `setup`) import their modules on first use, after a check that torch is
+there, loads and is new enough (else an ImportError whose sentence is the doctor's finding and fix).
+doctor, doctor_probes, workspace and host (memory, cores, load) need the standard library alone.
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
 
+# The tools for a room whose torch is missing or broken: they import only the standard library, so
+# `python -m lessons_lib.doctor` runs there (tests/test_imports.py holds the rule). Nothing in this file
+# imports torch at import time either: the check below runs on first use of anything that needs it.
+_TORCH_FREE = frozenset({"doctor", "doctor_probes", "host", "workspace"})
+_torch_checked = False
+
+
 def _check_torch() -> None:
-    """Fail at import, with what to do, on a torch too old for the course (2.9 is the oldest CI tests).
+    """Fail, with what to do, where torch cannot serve the course: not installed, failing to load (an
+    OSError from a CUDA library), or too old (2.9 is the oldest CI tests). The sentence is the doctor's
+    finding (one source of truth), raised as ImportError, which every set-up cell catches.
 
     Feature detection, not version strings: these are the APIs the toolkit stands on.
     """
+    global _torch_checked
+    if _torch_checked:
+        return
     try:
         import torch
         from torch.autograd.graph import saved_tensors_hooks  # noqa: F401
         from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
-    except ImportError as err:
-        import sys
 
-        found = sys.modules["torch"].__version__ if "torch" in sys.modules else "no torch at all"
-        raise ImportError(
-            f"This course needs PyTorch 2.9 or newer (found: {found}). "
-            "Upgrade with `pip install -U torch` and restart the kernel."
-        ) from err
-    if not hasattr(torch, "OutOfMemoryError") and not hasattr(torch.cuda, "OutOfMemoryError"):
-        raise ImportError(f"This course needs PyTorch 2.9 or newer (found {torch.__version__}). Run `pip install -U torch`.")
+        err, ok = None, hasattr(torch, "OutOfMemoryError") or hasattr(torch.cuda, "OutOfMemoryError")
+    except Exception as caught:  # ImportError, or OSError from a CUDA library that fails to load
+        err, ok = caught, False
+    if not ok:
+        from .doctor import torch_problem
 
-
-_check_torch()
+        raise ImportError(torch_problem(err)) from err
+    _torch_checked = True
 
 
 def _quiet_import_noise() -> None:
@@ -123,6 +134,11 @@ def setup(seed: int = 0, quiet: bool = False):
         print(summary(quick=True))
     return dev
 
+
+# `setup` is served by __getattr__ below, after the torch check: `from lessons_lib import setup` raises the
+# check's ImportError (the set-up cell's `except ImportError` prints it) instead of a traceback inside setup().
+_setup = globals().pop("setup")
+
 # The front door: public name -> (module, attribute), imported on first use (module __getattr__), so
 # `import lessons_lib` stays cheap. No name here is a submodule's name: `from lessons_lib import syncs`
 # is still the module, and the sync detector's front-door name is `find_syncs`.
@@ -139,11 +155,27 @@ _FRONT_DOOR = {
 __all__ = ["setup", *_FRONT_DOOR]
 
 
+def _is_submodule(name: str) -> bool:
+    import os
+
+    here = os.path.dirname(__file__)
+    return os.path.exists(os.path.join(here, f"{name}.py")) or os.path.isdir(os.path.join(here, name))
+
+
 def __getattr__(name: str):
+    if name == "setup":
+        _check_torch()
+        globals()["setup"] = _setup
+        return _setup
     if name not in _FRONT_DOOR:
+        # `from lessons_lib import timing` (or a lesson) asks here before importing the submodule: check
+        # torch first, so that a missing or old torch gets the doctor's sentence, not a deep traceback.
+        if name not in _TORCH_FREE and _is_submodule(name):
+            _check_torch()
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
+    _check_torch()
     module, attr = _FRONT_DOOR[name]
     value = getattr(importlib.import_module(f".{module}", __name__), attr)
     globals()[name] = value
@@ -151,4 +183,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FRONT_DOOR))
+    return sorted(set(globals()) | set(_FRONT_DOOR) | {"setup"})

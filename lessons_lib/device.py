@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .hardware import _parse_size, last_level_cache_bytes, synchronize  # noqa: F401  (re-exported)
+from .host import _host_available_bytes, _host_total_bytes  # noqa: F401  (torch-free, for the doctor; re-exported)
 
 # The share of free memory a widget or sweep may plan to use. The rest is headroom for
 # the allocator's rounding, cuBLAS workspaces and whatever the reader already holds.
@@ -169,25 +170,6 @@ def fit_cpu_threads(rounds: int = 3) -> str:
     return (f"Busy CPU: timing with 1 thread, not {CPU_THREADS} (a 16 MiB add took {fmt_time(t_many)} on "
             f"{CPU_THREADS} threads, {fmt_time(t_one)} on 1: other programs hold the cores, and a parallel op "
             f"waits for its slowest thread). torch.set_num_threads({CPU_THREADS}) undoes it.")
-
-
-def _host_total_bytes() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _host_available_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    total = _host_total_bytes()
-    return total // 2 if total else 2 * 2**30
 
 
 def available_bytes(device: torch.device | str) -> int:

@@ -4,7 +4,12 @@ Participants run it the day before a workshop; every notebook's set-up cell prin
 summary (`summary(quick=True)`: no compile, no subprocess but nvidia-smi on a GPU machine).
 It checks Python, torch (version and build), the GPU (name, memory, compute capability, bf16,
 TF32), other processes on the GPU, the JupyterLab widget extension against the kernel's ipywidgets,
-torch.compile (a tiny function, timed), free disk and memory, and on Colab a GPU runtime.
+torch.compile (a tiny function, timed), the CPU's load and torch's threads, free disk (where the course,
+the Python environment and pip's cache live) and memory, and on Colab a GPU runtime.
+
+It runs with nothing but the standard library: torch is imported only inside the probes, after
+`probe_torch` has answered, so a missing torch or one that fails to load (an OSError from a CUDA
+library) is a finding with its fix, not a traceback (`import lessons_lib` imports no torch either).
 
 Each problem comes with the one command that fixes it. Exit status 1 when something blocks the
 course (a FAIL); warnings (a busy GPU, a CUDA build without a GPU, no compiler) do not block.
@@ -20,12 +25,14 @@ import sys
 from dataclasses import dataclass
 
 from .doctor_probes import (_COMPILE_PROBE, _nvidia_smi_processes, _torch_gpu_processes,  # noqa: F401  (re-exported)
-                            probe_colab, probe_compile, probe_compiler, probe_disk_free, probe_gpu, probe_gpu_users,
-                            probe_memory_available, probe_nvidia_hardware, probe_python, probe_torch, probe_triton,
-                            probe_widgets)
+                            probe_colab, probe_compile, probe_compiler, probe_cpu, probe_disk_free, probe_disk_places,
+                            probe_gpu, probe_gpu_users, probe_memory_available, probe_nvidia_hardware, probe_python,
+                            probe_threads, probe_torch, probe_triton, probe_widgets)
 
 TORCH_FLOOR = (2, 9)  # pyproject's `torch>=2.9` (tests/test_doctor.py keeps them in step)
-PYTHON_FLOOR = (3, 10)
+PYTHON_FLOOR = (3, 10)  # pyproject's requires-python; torch 2.9 (the floor above) has no wheel for 3.9
+PYTHON_FIX = ("this Python is too old for the course: install Python 3.10+, make a fresh virtual environment "
+              "with it, then pip install -r requirements.txt")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 LEAN_INSTALL = f"pip uninstall -y torch && pip install torch --index-url {CPU_INDEX}"
 GIB = 2**30
@@ -54,25 +61,58 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 # --- checks: a probe's answer turned into a verdict and a fix ---------------------------------------
 
 
+def _python_too_old() -> bool:
+    return tuple(probe_python()[:2]) < PYTHON_FLOOR
+
+
 def check_python() -> Check:
     v = probe_python()
     text = ".".join(map(str, v))
-    if v[:2] < PYTHON_FLOOR:
-        return Check("Python", FAIL, f"{text} is older than the course's 3.10",
-                     "install Python 3.10 or newer and a fresh virtual environment for the course")
+    if _python_too_old():
+        floor = ".".join(map(str, PYTHON_FLOOR))
+        return Check("Python", FAIL, f"{text} is older than the course's {floor} (no torch {TORCH_FLOOR[0]}."
+                     f"{TORCH_FLOOR[1]}+ exists for it)", PYTHON_FIX)
     return Check("Python", OK, text)
 
 
-def check_torch(colab: bool) -> list[Check]:
+def torch_state() -> tuple[dict | None, BaseException | None]:
+    """`probe_torch`'s answer, or what `import torch` raised (asked once; the other torch probes wait on it)."""
     try:
-        t = probe_torch()
-    except ImportError:
-        return [Check("torch", FAIL, "not installed", "pip install -r requirements.txt")]
+        return probe_torch(), None
+    except Exception as err:  # ImportError, OSError (a CUDA library), or whatever a broken install raises
+        return None, err
+
+
+def _torch_broken(err: BaseException) -> Check:
+    """torch missing, or installed and failing to load: the finding and its one fix."""
+    linux_no_nvidia = sys.platform.startswith("linux") and not probe_nvidia_hardware()
+    if isinstance(err, ModuleNotFoundError) and err.name == "torch":
+        fix = (f"pip install torch --index-url {CPU_INDEX} && pip install -r requirements.txt   (the CPU build: "
+               "this machine has no NVIDIA GPU)" if linux_no_nvidia else "pip install -r requirements.txt")
+        return Check("torch", FAIL, "not installed", PYTHON_FIX if _python_too_old() else fix)
+    first = (str(err).strip().splitlines() or [""])[0][:200]
+    if isinstance(err, ModuleNotFoundError):  # one of torch's own dependencies is missing
+        fix = "pip install torch   (installs what this torch needs; it keeps the torch you have)"
+    elif linux_no_nvidia:
+        fix = LEAN_INSTALL + "   (a clean install of the CPU build: this machine has no NVIDIA GPU)"
+    else:
+        fix = ("pip install --force-reinstall torch   (a half-finished install or CUDA libraries of another "
+               "version; if it still fails, unset LD_LIBRARY_PATH)")
+    return Check("torch", FAIL, f"installed but fails to load ({type(err).__name__}: {first})",
+                 PYTHON_FIX if _python_too_old() else fix)
+
+
+def check_torch(colab: bool, state: tuple[dict | None, BaseException | None] | None = None) -> list[Check]:
+    t, err = state or torch_state()
+    if err is not None:
+        return [_torch_broken(err)]
     floor = ".".join(map(str, TORCH_FLOOR))
     build = f"CUDA {t['cuda']} build" if t["cuda"] else (f"ROCm {t['hip']} build" if t["hip"] else "CPU build")
     if _version_tuple(t["version"])[:2] < TORCH_FLOOR:
         fix = (f'%pip install -U "torch>={floor}" then Runtime > Restart session (or pin an older course '
                "release: lessons_lib/colab.py)" if colab else f'pip install -U "torch>={floor}"')
+        if _python_too_old():  # pip would only find the newest torch for this Python, below the floor
+            fix = PYTHON_FIX
         checks = [Check("torch", FAIL, f"{t['version']} ({build}) is older than the course's {floor}", fix)]
     else:
         checks = [Check("torch", OK, f"{t['version']} ({build})")]
@@ -85,6 +125,19 @@ def check_torch(colab: bool) -> list[Check]:
         checks.append(Check("torch build", WARN, "a CPU build on a machine with an NVIDIA GPU: the GPU sits idle",
                             "pip uninstall -y torch && pip install torch  # Linux: pip's default is the CUDA build"))
     return checks
+
+
+def torch_problem(err: BaseException | None = None) -> str:
+    """Why torch cannot serve the course, with its fix, in one sentence: what `lessons_lib` raises (as an
+    ImportError) on first use of anything that needs torch, where the doctor would say FAIL."""
+    bad = [c for c in (check_python(), *check_torch(probe_colab())) if c.status == FAIL]
+    if not bad:  # a version past the floor that still lacks an API the toolkit stands on
+        floor = ".".join(map(str, TORCH_FLOOR))
+        return (f"This course needs PyTorch {floor} or newer, and this torch lacks an API it uses "
+                f"({type(err).__name__ if err else 'no OutOfMemoryError'}). Fix: pip install -U \"torch>={floor}\", "
+                "then restart the kernel.")
+    return (f"This course cannot run here: {bad[0].name}: {bad[0].detail}. Fix: {bad[0].fix}; then restart the "
+            "kernel (python -m lessons_lib.doctor checks the rest).")
 
 
 def probe_gpu_safe() -> dict | None:
@@ -200,11 +253,47 @@ def _room(name: str, have: int, text: str, fix: str, fail: str, warn: str) -> Ch
     return Check(name, OK, text)
 
 
-def check_disk(path: str = ".") -> Check:
-    free = probe_disk_free(path)
-    return _room("disk", free, f"{free / GIB:.1f} GiB free here",
-                 "free some space (`pip cache purge` empties pip's download cache)",
-                 ": notebooks cannot even save", ": tight for a torch upgrade")
+def check_disk() -> Check:
+    """Free space where the course writes: its folder (notebooks, your working copy), the Python environment
+    (a torch upgrade) and pip's cache (the download), not wherever the command happens to run."""
+    places = probe_disk_places()
+    free = {label: probe_disk_free(path) for label, path in places.items()}
+    same_disk: dict[int, list[str]] = {}  # equal free bytes read at once: one disk (and true either way)
+    for label, n in free.items():
+        same_disk.setdefault(n, []).append(label)
+    text = "; ".join(f"{n / GIB:.1f} GiB free for {' and '.join(labels)}"
+                     for n, labels in sorted(same_disk.items(), reverse=True))
+    worst = min(free, key=free.get)
+    return _room("disk", free[worst], text,
+                 f"free some space on the disk that holds {places[worst]} (`pip cache purge` empties pip's "
+                 "download cache)", f": {worst} has no room (notebooks cannot save, pip cannot install)",
+                 f": {worst} is tight for a torch upgrade")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def check_cpu(fit: bool, torch_ok: bool = True) -> Check:
+    """The CPU's load and torch's threads; with `fit`, setup()'s own thread check runs first (one source
+    of truth: `device.fit_cpu_threads`), as it does in every notebook on a machine without a GPU."""
+    cpu = probe_cpu()
+    cores, load = cpu["cores"], cpu["load"]
+    parts = [_plural(cores, "core")] + ([f"load {load:.1f} (1 minute)"] if load is not None else [])
+    sentence = ""
+    if torch_ok:
+        t = probe_threads(fit)
+        sentence = t["sentence"]
+        parts.append(f"torch uses {_plural(t['threads'], 'thread')}"
+                     + (f" (of {t['default']})" if t["threads"] != t["default"] else ""))
+    text = ", ".join(parts)
+    if load is not None and load >= cores:
+        return Check("CPU", WARN, f"{text}: busy, other programs hold the cores; timings are noisy and comparisons "
+                     f"say 'not decided on this run' more often{'. ' + sentence if sentence else ''}",
+                     "close what else runs (`top` lists it), then rerun the timing cells")
+    if sentence:
+        return Check("CPU", NOTE, f"{text}. {sentence}")
+    return Check("CPU", OK, text)
 
 
 def check_memory() -> Check:
@@ -214,33 +303,47 @@ def check_memory() -> Check:
                  ": lessons will be killed for lack of memory", ": explorers will refuse the larger shapes")
 
 
-def run_checks(quick: bool = False) -> list[Check]:
+def run_checks(quick: bool = False, fit_threads: bool = True) -> list[Check]:
+    """Every check. `fit_threads`: run setup()'s thread check first (setup() itself has just run it)."""
     colab = probe_colab()
-    checks = [check_python(), *check_torch(colab), *check_gpu(colab), *check_widgets(colab), check_compile(quick),
-              check_disk(), check_memory()]
-    return checks
+    state = torch_state()
+    checks = [check_python(), *check_torch(colab, state)]
+    if state[1] is None:
+        gpu = probe_gpu_safe() is not None
+        checks += [*check_gpu(colab), *check_widgets(colab), check_cpu(fit_threads and not gpu), check_compile(quick)]
+    else:  # every GPU and compile probe needs torch: say so once, not a false "no GPU"
+        checks += [*check_widgets(colab), check_cpu(False, torch_ok=False),
+                   Check("GPU, torch.compile", NOTE, "not checked: they need a torch that loads (fix that first, "
+                         "then run this again)")]
+    return checks + [check_disk(), check_memory()]
 
 
-def summary_line(checks: list[Check]) -> str:
+def summary_line(checks: list[Check], in_doctor: bool = False) -> str:
+    """The verdict in one line. A notebook's points to the doctor; the doctor's own points to its lines above."""
     fails = [c for c in checks if c.status == FAIL]
     warns = [c for c in checks if c.status == WARN]
     if fails:
         first = fails[0]
         more = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
-        return (f"Course check: NOT READY: {first.name}: {first.detail.split(':')[0]}{more}. Fix: {first.fix}. "
+        tail = ("Fix the FAIL lines above, first to last, then run this again." if in_doctor else
                 "Details: python -m lessons_lib.doctor")
-    counts = ", ".join(f"{n} {word}" for n, word in ((sum(c.status == OK for c in checks), "ok"),
-                                                        (len(warns), "warning(s)"),
-                                                        (sum(c.status == NOTE for c in checks), "note(s)")) if n)
+        head = first.detail.split(": ")[0]
+        head = head.split(" (")[0] if head.count("(") > head.count(")") else head  # no half a parenthesis
+        return f"Course check: NOT READY: {first.name}: {head}{more}. Fix: {first.fix}. {tail}"
+    n_ok, n_note = sum(c.status == OK for c in checks), sum(c.status == NOTE for c in checks)
+    counts = ", ".join(text for n, text in ((n_ok, f"{n_ok} ok"), (len(warns), _plural(len(warns), "warning")),
+                                             (n_note, _plural(n_note, "note"))) if n)
     flagged = ", ".join(c.name for c in checks if c.status in (WARN, NOTE))
-    return (f"Course check: ready ({counts}{': ' + flagged if flagged else ''}). "
-            "Details and fixes: python -m lessons_lib.doctor")
+    tail = (" Each warn line above says what suffers and its fix." if warns else "") if in_doctor else \
+        " Details and fixes: python -m lessons_lib.doctor"
+    return f"Course check: ready ({counts}{': ' + flagged if flagged else ''}).{tail}"
 
 
-def summary(quick: bool = True) -> str:
-    """The one line every set-up cell prints. Never raises: a broken probe is itself a line."""
+def summary(quick: bool = True, fit_threads: bool = False) -> str:
+    """The one line every set-up cell prints (after setup() fitted the threads itself). Never raises: a
+    broken probe is itself a line."""
     try:
-        return summary_line(run_checks(quick=quick))
+        return summary_line(run_checks(quick=quick, fit_threads=fit_threads))
     except Exception as err:  # the summary must never stop a notebook
         return f"Course check: could not run ({type(err).__name__}: {err}); try python -m lessons_lib.doctor"
 
@@ -252,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
                         "Inductor's full error")
     args = parser.parse_args(argv)
     if args.verbose_compile:
+        if torch_state()[1] is not None:
+            print(_torch_broken(torch_state()[1]).line())
+            return 1
         exec(_COMPILE_PROBE.format(device="cuda" if probe_gpu_safe() else "cpu"), {})
         return 0
     print("Is this machine ready for 'PyTorch GPU performance pitfalls'?")
@@ -260,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = run_checks(quick=args.quick)
     for c in checks:
         print(c.line())
-    print(summary_line(checks))
+    print(summary_line(checks, in_doctor=True))
     return 1 if any(c.status == FAIL for c in checks) else 0
 
 

@@ -3,6 +3,10 @@
 `python -m lessons_lib.doctor` turns each answer into a verdict and a fix. The tests replace the
 probes (on `lessons_lib.doctor`, which re-exports them, or here for the ones other probes call)
 to simulate each missing piece. Split from doctor.py (issue 21).
+
+Nothing here imports torch (or a module that does) at import time: the doctor must run where torch
+is missing or fails to load. The probes that need torch import it inside, and the doctor asks them
+only after `probe_torch` has answered (tests/test_imports.py holds the rule).
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ def probe_python() -> tuple[int, int, int]:
 
 
 def probe_torch() -> dict:
+    """torch's version and build. Raises what `import torch` raises: ModuleNotFoundError when it is not
+    installed, another ImportError or an OSError (a CUDA library that fails to load) when it is broken."""
     import torch
 
     return {"version": torch.__version__, "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None)}
@@ -170,11 +176,58 @@ def probe_compile(device: str, timeout: float = 300) -> dict:
 
 
 def probe_disk_free(path: str = ".") -> int:
+    """Free bytes on the disk that holds `path` (its nearest existing folder: pip's cache may not exist yet)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
     return shutil.disk_usage(path).free
 
 
+def _pip_cache_dir() -> str | None:
+    """Where pip keeps its downloads (pip's own defaults; None when the cache is turned off)."""
+    if "PIP_NO_CACHE_DIR" in os.environ:
+        return None
+    if os.environ.get("PIP_CACHE_DIR"):
+        return os.path.expanduser(os.environ["PIP_CACHE_DIR"])
+    if sys.platform == "win32":
+        return os.path.join(os.environ.get("LOCALAPPDATA", os.path.expanduser("~")), "pip", "Cache")
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Caches/pip")
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pip")
+
+
+def probe_disk_places() -> dict[str, str]:
+    """The folders the course writes to: the course (notebooks, your working copy), the Python
+    environment (a torch upgrade: 0.75 GB for the CPU build, several GB for CUDA) and pip's cache."""
+    from .workspace import course_root
+
+    places = {"the course folder": str(course_root()), "the Python environment": sys.prefix}
+    cache = _pip_cache_dir()
+    if cache:
+        places["pip's cache"] = cache
+    return places
+
+
 def probe_memory_available() -> int:
-    from .device import _host_available_bytes
+    from .host import _host_available_bytes
 
     return _host_available_bytes()
+
+
+def probe_cpu() -> dict:
+    """Cores this process may use and the 1-minute load average (standard library only)."""
+    from .host import load_average, usable_cores
+
+    return {"cores": usable_cores(), "load": load_average()}
+
+
+def probe_threads(fit: bool) -> dict:
+    """torch's CPU threads; with `fit`, first setup()'s own check (`device.fit_cpu_threads`: one thread
+    when torch's threads are slower than one here, now), whose sentence comes back when it changed them."""
+    import torch
+
+    from .device import CPU_THREADS, fit_cpu_threads
+
+    sentence = fit_cpu_threads() if fit else ""
+    return {"threads": torch.get_num_threads(), "default": CPU_THREADS, "sentence": sentence}
 

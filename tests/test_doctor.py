@@ -20,6 +20,9 @@ GIB = 2**30
 SIMULATED = getattr(torch.cuda, "_course_simulated", None)
 
 
+PLACES = {"the course folder": "/course", "the Python environment": "/venv", "pip's cache": "/cache/pip"}
+
+
 @pytest.fixture
 def healthy(monkeypatch):
     """A correctly installed CPU laptop, whatever machine runs the test."""
@@ -35,7 +38,10 @@ def healthy(monkeypatch):
         "probe_triton": lambda: False,
         "probe_compile": lambda device, timeout=300: {"seconds": 12.5, "error": None},
         "probe_disk_free": lambda path=".": 50 * GIB,
+        "probe_disk_places": lambda: dict(PLACES),
         "probe_memory_available": lambda: 16 * GIB,
+        "probe_cpu": lambda: {"cores": 8, "load": 0.5},
+        "probe_threads": lambda fit: {"threads": 8, "default": 8, "sentence": ""},
     }
     for name, fn in probes.items():
         monkeypatch.setattr(doctor, name, fn)
@@ -282,3 +288,183 @@ def test_gpu_processes_from_torch_when_there_is_no_nvidia_smi(monkeypatch):
     monkeypatch.setattr(torch.cuda, "list_gpu_processes",
                         lambda device=None: "pynvml module not found, please install nvidia-ml-py")
     assert doctor._torch_gpu_processes() is None
+
+
+# --- a room without a working torch: the doctor runs on the standard library alone (issue 28) ---------
+
+_HIDE_TORCH = """
+import runpy, sys
+class Hide:  # `import torch` raises what a missing or broken install raises
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise {error}
+sys.meta_path.insert(0, Hide())
+{then}
+"""
+HIDDEN = {
+    "missing": """ModuleNotFoundError("No module named 'torch'", name="torch")""",
+    "cuda library": "OSError('libcudnn.so.9: cannot open shared object file: No such file or directory')",
+    "broken": "ImportError('libtorch_cpu.so: undefined symbol: _ZN3c10')",
+}
+
+
+def _without_torch(error: str, then: str) -> subprocess.CompletedProcess:
+    code = _HIDE_TORCH.format(error=HIDDEN[error], then=then)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+@pytest.mark.parametrize("error", sorted(HIDDEN))
+def test_the_doctor_runs_where_torch_is_missing_or_fails_to_load(error):
+    done = _without_torch(error, "sys.argv = ['doctor', '--quick']\n"
+                                 "runpy.run_module('lessons_lib.doctor', run_name='__main__', alter_sys=True)")
+    assert done.stderr == "" and "Traceback" not in done.stdout
+    assert done.returncode == 1
+    lines = done.stdout.strip().splitlines()
+    fail = [ln for ln in lines if ln.lstrip().startswith("FAIL")]
+    assert len(fail) == 1 and "torch: " in fail[0]
+    assert ("not installed" in fail[0]) == (error == "missing")
+    assert "fails to load (OSError: libcudnn.so.9" in fail[0] if error == "cuda library" else True
+    assert lines[lines.index(fail[0]) + 1].strip().startswith("fix: pip ")
+    assert any("not checked: they need a torch that loads" in ln for ln in lines)  # not a false "no GPU"
+    assert lines[-1].startswith("Course check: NOT READY: torch")
+
+
+@pytest.mark.parametrize("error", ["missing", "cuda library"])
+def test_without_torch_a_set_up_cell_gets_the_doctors_sentence(error):
+    done = _without_torch(error, "import lessons_lib.doctor, lessons_lib.workspace\n"
+                                 "print('torch imported:', 'torch' in sys.modules)\n"
+                                 "try:\n    from lessons_lib import setup\n"
+                                 "except ImportError as err:\n    print('ImportError:', err)")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    out = done.stdout.splitlines()
+    assert out[0] == "torch imported: False"
+    assert len(out) == 2 and out[1].startswith("ImportError: This course cannot run here: torch: ")
+    assert "Fix: pip " in out[1] and "restart the kernel" in out[1]
+
+
+def test_import_lessons_lib_imports_no_torch():
+    code = "import sys, lessons_lib, lessons_lib.doctor, lessons_lib.workspace; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_an_old_torch_is_refused_at_first_use_with_the_doctors_fix(monkeypatch):
+    import lessons_lib
+
+    monkeypatch.setattr(lessons_lib, "_torch_checked", False)
+    monkeypatch.setattr(torch, "OutOfMemoryError", None, raising=False)
+    monkeypatch.delattr(torch, "OutOfMemoryError")
+    monkeypatch.delattr(torch.cuda, "OutOfMemoryError", raising=False)
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
+    with pytest.raises(ImportError, match=r'torch: 2\.5\.1\+cpu .* older than the course\'s 2\.9\. Fix: pip install -U'):
+        lessons_lib._check_torch()
+
+
+# --- Python too old for the course's torch (issue 28): upgrading torch cannot work there ------------------
+
+
+def test_python_floor_is_pyprojects():
+    text = (ROOT / "pyproject.toml").read_text()
+    floor = re.search(r'requires-python\s*=\s*">=([0-9]+)\.([0-9]+)"', text).groups()
+    assert tuple(map(int, floor)) == doctor.PYTHON_FLOOR
+
+
+@pytest.mark.parametrize("torch_probe", ["missing", "old"])
+def test_on_python_3_9_the_fix_is_a_newer_python_not_a_torch_upgrade(healthy, capsys, torch_probe):
+    def missing():
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    healthy.setattr(doctor, "probe_python", lambda: (3, 9, 18))
+    healthy.setattr(doctor, "probe_torch", missing if torch_probe == "missing" else
+                    (lambda: {"version": "2.8.0+cpu", "cuda": None, "hip": None}))
+    status, out = _exit_status(capsys, "--quick")
+    assert status == 1
+    assert "pip install -U" not in out and "requirements.txt   (" not in out
+    torch_fix = out.split("torch: ", 1)[1].split("fix: ", 1)[1].splitlines()[0]
+    assert torch_fix.startswith("this Python is too old for the course: install Python 3.10+")
+    assert "3.9.18 is older than the course's 3.10" in out
+
+
+def test_the_doctors_own_modules_parse_as_python_3_9():
+    """A reader on 3.9 must get the doctor's verdict, not a SyntaxError (ast's check of newer syntax)."""
+    import ast
+
+    for name in ("__init__", "doctor", "doctor_probes", "host", "workspace"):
+        path = ROOT / "lessons_lib" / f"{name}.py"
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(3, 9))
+
+
+# --- disk where the course writes, the CPU's load and threads, and the doctor's own wording (issue 28) ---
+
+
+def test_disk_is_measured_where_the_course_writes_not_here(monkeypatch):
+    asked = []
+    monkeypatch.setattr(doctor, "probe_disk_free", lambda path=".": asked.append(path) or 50 * GIB)
+    monkeypatch.setenv("PIP_CACHE_DIR", "/somewhere/pip-cache")
+    monkeypatch.chdir("/")
+    check = doctor.check_disk()
+    assert sorted(asked) == sorted([str(ROOT), sys.prefix, "/somewhere/pip-cache"])
+    assert check.status == doctor.OK and check.detail == ("50.0 GiB free for the course folder and the Python "
+                                                          "environment and pip's cache")
+
+
+def test_a_full_pip_cache_disk_is_named(healthy):
+    free = {"/course": 40 * GIB, "/venv": 40 * GIB, "/cache/pip": GIB}
+    healthy.setattr(doctor, "probe_disk_free", lambda path=".": free[path])
+    check = doctor.check_disk()
+    assert check.status == doctor.WARN
+    assert check.detail.startswith("40.0 GiB free for the course folder and the Python environment; 1.0 GiB free "
+                                   "for pip's cache: pip's cache is tight")
+    assert "/cache/pip" in check.fix and "pip cache purge" in check.fix
+
+
+def test_disk_free_of_a_folder_not_made_yet_reads_its_parent(tmp_path):
+    assert doctor_probes.probe_disk_free(str(tmp_path / "not" / "yet")) > 0
+
+
+def test_the_pip_cache_follows_pips_settings(monkeypatch):
+    monkeypatch.setenv("PIP_CACHE_DIR", "/x/cache")
+    assert doctor_probes._pip_cache_dir() == "/x/cache"
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    assert "pip's cache" not in doctor_probes.probe_disk_places()
+
+
+def test_a_busy_cpu_warns_with_its_load(healthy, capsys):
+    healthy.setattr(doctor, "probe_cpu", lambda: {"cores": 2, "load": 4.2})
+    healthy.setattr(doctor, "probe_threads", lambda fit: {"threads": 1, "default": 2, "sentence": "Busy CPU: timing "
+                                                          "with 1 thread, not 2 (...)."})
+    status, out = _exit_status(capsys, "--quick")
+    assert status == 0
+    assert re.search(r"warn\s+CPU: 2 cores, load 4.2 \(1 minute\), torch uses 1 thread \(of 2\): busy", out)
+    assert "Busy CPU: timing with 1 thread" in out and "fix: close what else runs" in out
+
+
+def test_the_doctor_runs_setups_thread_check_and_setup_does_not_run_it_twice(healthy, capsys):
+    asked = []
+    healthy.setattr(doctor, "probe_threads", lambda fit: asked.append(fit) or {"threads": 8, "default": 8,
+                                                                                "sentence": ""})
+    doctor.main(["--quick"])
+    doctor.summary()  # what setup() prints, after setup() has fitted the threads itself
+    assert asked == [True, False]
+    healthy.setattr(doctor, "probe_gpu", lambda: T4)  # setup() fits no threads on a GPU machine: nor does the doctor
+    healthy.setattr(doctor, "probe_gpu_users", lambda: {"processes": [], "used_by_others": 0})
+    doctor.main(["--quick"])
+    assert asked[-1] is False
+
+
+def test_the_thread_probe_is_setups_own_check(monkeypatch):
+    from lessons_lib import device
+
+    monkeypatch.setattr(device, "fit_cpu_threads", lambda: "the one sentence")
+    assert doctor_probes.probe_threads(fit=True)["sentence"] == "the one sentence"
+    assert doctor_probes.probe_threads(fit=False)["sentence"] == ""
+
+
+def test_the_doctor_does_not_send_the_reader_to_itself(healthy, capsys):
+    out = _exit_status(capsys, "--quick")[1]
+    assert "python -m lessons_lib.doctor" not in out
+    healthy.setattr(doctor, "probe_widgets", lambda: {"ipywidgets": None, "jupyterlab_widgets": None, "wanted": None,
+                                                      "extension": None, "jupyterlab": "4.4.0"})
+    out = _exit_status(capsys, "--quick")[1]
+    assert "python -m lessons_lib.doctor" not in out and "Fix the FAIL lines above" in out.splitlines()[-1]
+    assert "Details: python -m lessons_lib.doctor" in doctor.summary()  # a notebook's line still points here
