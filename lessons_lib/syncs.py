@@ -22,13 +22,20 @@ stages it through a pinned buffer first (CUDA runtime API, "API synchronization 
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import traceback
 from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .sync_table import _KERNEL_WHY, _SYNC_OPS, BLIND_SPOTS, CUDA_KERNEL_SYNCS  # noqa: F401  (re-exported)
+from .sync_table import (_KERNEL_WHY, _SYNC_OPS, BLIND_SPOTS, CUDA_KERNEL_SYNCS,  # noqa: F401 (re-exported)
+                         _becomes_masked_fill, _bool_index, dispatch_sync, on_device)
+
+from .trace import meta_reads
+
+_dispatch_sync = dispatch_sync  # its older name
 
 _HOST_METHODS = {"cpu": "copies to the host", "tolist": "copies to the host", "numpy": "copies to the host",
                  "item": "reads a value on the host"}
@@ -95,6 +102,7 @@ class SyncReport:
     """What `syncs` found, in the order it happened: HostSync and Transfer entries."""
 
     events: list = field(default_factory=list)
+    view: str = "here"  # "here": every tensor as if on a GPU (syncs); "cuda": CUDA's semantics (cuda_syncs)
 
     @property
     def syncs(self) -> list[HostSync]:
@@ -123,10 +131,12 @@ class SyncReport:
         from .device import fmt_bytes
 
         lines = [f"{len(self.syncs)} host sync(s), {len(self.transfers)} copy(ies) between devices "
-                 f"({fmt_bytes(self.transfer_bytes)}), {len(self.pins)} pin_memory call(s)"]
+                 f"({fmt_bytes(self.transfer_bytes)}), {len(self.pins)} pin_memory call(s)"
+                 + (" on a CUDA GPU (the arguments on the device, tensors made without device= on the host)"
+                    if self.view == "cuda" else "")]
         for where, n in self.lines().items():
             lines.append(f"  {n:4d} × sync at  {where}")
-        lines.append("not seen: " + "; ".join(BLIND_SPOTS))
+        lines.append("not seen: " + "; ".join(BLIND_SPOTS if self.view != "cuda" else BLIND_SPOTS[::2]))
         return "\n".join(lines)
 
     def table(self) -> str:
@@ -153,57 +163,6 @@ def _caller() -> str:
     return "?"
 
 
-def _bool_index(name: str, args) -> bool:
-    """`t[mask]` / `t[mask] = v`: aten.index / index_put with a boolean index (a nonzero inside)."""
-    if name not in ("index", "index_put", "index_put_", "_index_put_impl_") or len(args) < 2:
-        return False
-    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in (args[1] or ()))
-
-
-def _becomes_masked_fill(args, kwargs) -> bool:
-    """index_put_ that ATen turns into masked_fill_ (no nonzero, no sync): `_index_put_impl_`'s
-    canDispatchToMaskedFill in TensorAdvancedIndexing.cpp. One boolean mask on self's device, a
-    one-element value on the CPU, no accumulate. `x[mask] = 0` on a GPU tensor is this case: Python
-    indexing makes the value a CPU tensor for CUDA tensors (THPVariable_setitem); on `meta` it makes it
-    on meta, which stands in for the CPU value here."""
-    self, indices, value = args[0], [i for i in (args[1] or ()) if i is not None], args[2] if len(args) > 2 else None
-    if not isinstance(value, torch.Tensor):
-        return False
-    accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
-    on_host = value.device.type == _HOST or value.device.type == self.device.type == "meta"  # meta: as CUDA would
-    return (not accumulate and isinstance(value, torch.Tensor) and value.numel() == 1
-            and on_host and len(indices) == 1 and indices[0].device == self.device)
-
-
-def _dispatch_sync(name: str, args, kwargs) -> tuple[str, str] | None:
-    """(what, why) when this dispatched op makes the host wait for a GPU; else None."""
-    if name == "nonzero":
-        return "aten.nonzero", "output size depends on the data; " + _KERNEL_WHY["nonzero"]
-    if name in _SYNC_OPS:
-        return f"aten.{name}", _SYNC_OPS[name]
-    if name == "repeat_interleave":
-        if args and isinstance(args[0], torch.Tensor) and kwargs.get("output_size") is None:
-            return "aten.repeat_interleave", ("output size depends on the data (pass output_size= to avoid it); "
-                                              + _KERNEL_WHY["repeat_interleave"])
-        return None
-    if _bool_index(name, args):
-        if name == "index":
-            return "aten.index (bool mask)", "output size depends on the data"
-        if _becomes_masked_fill(args, kwargs):
-            return None
-        return f"aten.{name} (bool mask)", _KERNEL_WHY["index_put_ (bool mask)"]
-    if name == "histc":
-        lo = args[2] if len(args) > 2 else kwargs.get("min", 0)
-        hi = args[3] if len(args) > 3 else kwargs.get("max", 0)
-        return ("aten.histc", _KERNEL_WHY["histc"]) if lo == hi else None
-    if name in ("masked_fill", "masked_fill_") and len(args) > 2 and isinstance(args[2], torch.Tensor) \
-            and args[2].device.type == "cuda":
-        return f"aten.{name} (GPU value tensor)", _KERNEL_WHY["masked_fill (CUDA 0-dim value)"]
-    if name in ("bincount", "equal", "allclose", "_linalg_check_errors"):
-        return f"aten.{name}", _KERNEL_WHY[name]
-    return None
-
-
 def _pinned(t: torch.Tensor) -> bool | None:
     if t.device.type != _HOST:
         return None
@@ -213,8 +172,12 @@ def _pinned(t: torch.Tensor) -> bool | None:
         return False
 
 
-def _transfer(name: str, args, kwargs, out) -> Transfer | None:
-    """A Transfer when this op copies between devices or pins; else None."""
+def _kind(t: torch.Tensor, cuda_view: bool) -> str:
+    return "cuda" if cuda_view and on_device(t) else t.device.type
+
+
+def _transfer(name: str, args, kwargs, out, cuda_view: bool = False) -> Transfer | None:
+    """A Transfer when this op copies between devices or pins; else None. In the CUDA view meta is CUDA."""
     if name == "_pin_memory" and args and isinstance(args[0], torch.Tensor):
         t = args[0]
         return Transfer("aten._pin_memory", _HOST, _HOST, t.numel() * t.element_size(), False, True, False, _caller())
@@ -226,14 +189,14 @@ def _transfer(name: str, args, kwargs, out) -> Transfer | None:
         non_blocking = bool(args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
     else:
         return None
+    s, d = _kind(src, cuda_view), _kind(dst, cuda_view)
     if src.device.type == dst.device.type:
         return None
     host = src if src.device.type == _HOST else dst if dst.device.type == _HOST else None
     pinned = _pinned(host) if host is not None else None
     nbytes = dst.numel() * dst.element_size()
-    blocking = nbytes > 0 and copy_blocks(src.device.type, dst.device.type, non_blocking, pinned)
-    return Transfer(f"aten.{name}", src.device.type, dst.device.type, nbytes, blocking, pinned, non_blocking,
-                    _caller())
+    blocking = nbytes > 0 and copy_blocks(s, d, non_blocking, pinned)
+    return Transfer(f"aten.{name}", s, d, nbytes, blocking, pinned, non_blocking, _caller())
 
 
 def copy_blocks(src: str, dst: str, non_blocking: bool, host_pinned: bool | None) -> bool:
@@ -251,10 +214,11 @@ def copy_blocks(src: str, dst: str, non_blocking: bool, host_pinned: bool | None
 class _SyncRecorder(TorchDispatchMode):
     _inside_method = False
 
-    def __init__(self, found: list, per_line: bool = True):
+    def __init__(self, found: list, per_line: bool = True, cuda_view: bool = False):
         super().__init__()
         self.found = found
         self.per_line = per_line
+        self.cuda_view = cuda_view
 
     def add(self, event) -> None:
         if self.per_line:
@@ -266,12 +230,15 @@ class _SyncRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         if not _SyncRecorder._inside_method:
-            found = _dispatch_sync(name, args, kwargs)
+            found = dispatch_sync(name, args, kwargs, self.cuda_view)
             if found:
                 self.add(HostSync(*found, _caller()))
-        out = func(*args, **kwargs)
+        if self.cuda_view and name in ("_local_scalar_dense", "is_nonzero") and args[0].device.type == "meta":
+            out = False if args[0].dtype == torch.bool or name == "is_nonzero" else 0  # meta holds no value
+        else:
+            out = func(*args, **kwargs)
         if name in ("_to_copy", "copy_", "_pin_memory"):
-            t = _transfer(name, args, kwargs, out)
+            t = _transfer(name, args, kwargs, out, self.cuda_view)
             if t is not None:
                 if t.blocking and not _SyncRecorder._inside_method:  # .cpu() already counted its sync
                     self.add(HostSync(f"{t.what} ({t.src} → {t.dst})", "a blocking copy: the host waits", t.where))
@@ -286,9 +253,9 @@ def _add(found: list, sync: HostSync) -> None:
         found.append(sync)
 
 
-def _record(fn, args, kwargs, per_line: bool) -> list:
+def _record(fn, args, kwargs, per_line: bool, cuda_view: bool = False) -> list:
     found: list = []
-    recorder = _SyncRecorder(found, per_line)
+    recorder = _SyncRecorder(found, per_line, cuda_view)
     methods = dict(_HOST_METHODS, **({} if per_line else _PRINT_METHODS))
     saved = {m: getattr(torch.Tensor, m) for m in methods}
 
@@ -296,11 +263,13 @@ def _record(fn, args, kwargs, per_line: bool) -> list:
         original = saved[method]
 
         def call(self, *a, **k):
-            if _SyncRecorder._inside_method:  # e.g. print(t) formats with .item(): one entry, its own line
-                return original(self, *a, **k)
+            if _SyncRecorder._inside_method or (cuda_view and not on_device(self)):  # a host tensor: no wait
+                return original(self, *a, **k)  # (print(t) formats with .item(): one entry, its own line)
             recorder.add(HostSync(f"Tensor.{method}()", methods[method], _caller()))
             _SyncRecorder._inside_method = True  # its own aten op is the same sync: count it once
             try:
+                if cuda_view and self.device.type == "meta" and method in ("cpu", "tolist", "numpy"):
+                    return getattr(torch.zeros(self.shape, dtype=self.dtype), method)(*a, **k)  # a stand-in
                 return original(self, *a, **k)
             finally:
                 _SyncRecorder._inside_method = False
@@ -314,7 +283,7 @@ def _record(fn, args, kwargs, per_line: bool) -> list:
         num_classes=-1 reads (Onehot.cpp). One entry for that; the CPU-only checks are not GPU syncs."""
         if _SyncRecorder._inside_method:
             return one_hot(t, num_classes)
-        if num_classes == -1:
+        if num_classes == -1 and (on_device(t) or not cuda_view):
             recorder.add(HostSync("F.one_hot (no num_classes)", _KERNEL_WHY["one_hot"], _caller()))
         _SyncRecorder._inside_method = True
         try:
@@ -326,7 +295,7 @@ def _record(fn, args, kwargs, per_line: bool) -> list:
         for m in methods:
             setattr(torch.Tensor, m, patched(m))
         torch.nn.functional.one_hot = watched_one_hot
-        with recorder:
+        with (meta_reads() if cuda_view else contextlib.nullcontext()), recorder:
             fn(*args, **kwargs)
     finally:
         for m, original in saved.items():
@@ -360,4 +329,47 @@ def syncs(fn, *args, **kwargs) -> SyncReport:
     return SyncReport(_record(fn, args, kwargs, per_line=False))
 
 
-__all__ = ["HostSync", "Transfer", "SyncReport", "copy_blocks", "host_syncs", "syncs", "CUDA_KERNEL_SYNCS", "BLIND_SPOTS"]
+def cuda_syncs(fn, *args, **kwargs) -> SyncReport:
+    """`syncs` with CUDA's semantics: what would make the host wait for a CUDA GPU if `fn`'s arguments lived
+    on one, while tensors `fn` makes without `device=` (an index order, a mask before its `.to()`) stay on the
+    host. Works with no GPU: arguments that are not on a GPU already are replaced by shape-only copies on
+    `meta`, which stands in for the GPU (modules are deep-copied there; your own are never touched), and
+    host reads of meta values return a stand-in (0, False, zeros; a boolean mask selects everything).
+
+    What changes from `syncs` (which counts every host read, as if every tensor were on a GPU): a read of
+    a host tensor waits for nothing (x[j] with a CPU index is host work, not a sync); an index tensor on
+    the host used on a device tensor is a blocking copy of the index (x[idx] with a CPU idx); `.to(device)`
+    of a host tensor is a real host-to-device copy, blocking unless non_blocking=True. Values on meta are
+    stand-ins, so code whose control flow reads values may take another path than on the GPU.
+    """
+    on_gpu = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in _leaves((args, kwargs)))
+    if not on_gpu:
+        args, kwargs = _to_meta(args), _to_meta(kwargs)
+    return SyncReport(_record(fn, args, kwargs, per_line=False, cuda_view=True), view="cuda")
+
+
+def _leaves(obj):
+    if isinstance(obj, torch.nn.Module):
+        return list(obj.parameters()) + list(obj.buffers())
+    if isinstance(obj, (list, tuple)):
+        return [leaf for o in obj for leaf in _leaves(o)]
+    if isinstance(obj, dict):
+        return [leaf for o in obj.values() for leaf in _leaves(o)]
+    return [obj]
+
+
+def _to_meta(obj):
+    """Tensors and modules as shape-only copies on meta (the GPU's stand-in); anything else unchanged."""
+    if isinstance(obj, torch.Tensor):
+        return torch.empty_like(obj, device="meta").requires_grad_(obj.requires_grad)
+    if isinstance(obj, torch.nn.Module):
+        return copy.deepcopy(obj).to("meta")
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_meta(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _to_meta(v) for k, v in obj.items()}
+    return obj
+
+
+__all__ = ["HostSync", "Transfer", "SyncReport", "copy_blocks", "host_syncs", "syncs", "cuda_syncs", "CUDA_KERNEL_SYNCS",
+           "BLIND_SPOTS"]

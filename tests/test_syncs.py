@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from lessons_lib.syncs import HostSync, SyncReport, Transfer, copy_blocks, host_syncs, syncs
+from lessons_lib.syncs import HostSync, SyncReport, Transfer, copy_blocks, cuda_syncs, host_syncs, syncs
 
 SIMULATED = getattr(torch.cuda, "_course_simulated", None)
 
@@ -266,3 +266,109 @@ def test_repeat_interleave_with_tensor_repeats_syncs_unless_given_its_output_siz
     assert _whats(syncs(lambda x, r: x.repeat_interleave(r), x, r)) == ["aten.repeat_interleave"]
     assert _whats(syncs(lambda x, r: x.repeat_interleave(r, output_size=6), x, r)) == []
     assert _whats(syncs(lambda x: x.repeat_interleave(2), x)) == []
+
+
+# --- the CUDA view (cuda_syncs): CUDA's semantics, on any machine -------------------------------------------
+# The arguments live on the device (meta stands in for it without a GPU); tensors made without device= stay on
+# the host. Each rule below is checked against ATen's source in sync_table.dispatch_sync's docstring.
+
+def _cuda_whats(fn, *args):
+    return [e.what for e in cuda_syncs(fn, *args).syncs]
+
+
+def test_cuda_view_a_host_read_of_a_host_index_is_not_a_sync():
+    """x[j] with a CPU 0-dim index reads j on the host (TensorIndexing.h: item() then select): no device wait."""
+    x, idx = torch.randn(6, 3), torch.tensor([4, 1])
+    fn = lambda x: torch.stack([x[j] for j in idx])  # noqa: E731
+    assert _cuda_whats(fn, x) == []
+    assert _whats(syncs(fn, x)) == ["aten._local_scalar_dense"] * 2  # the older view counts every host read
+
+
+def test_cuda_view_an_index_tensor_on_the_host_is_a_blocking_copy():
+    """x[idx] with idx on the host: ATen copies idx to the device first (make_info: .to(), blocking)."""
+    x, idx = torch.randn(6, 3), torch.tensor([4, 1])
+    assert _cuda_whats(lambda x: x[idx], x) == ["aten.index (index on the host)"]
+    assert _cuda_whats(lambda x, i: x[i], x, idx) == []  # an argument: on the device too
+    assert _whats(syncs(lambda x: x[idx], x)) == []  # the older view never saw it
+
+
+def test_cuda_view_moving_a_host_tensor_blocks_unless_non_blocking():
+    def fn(x):
+        mask = torch.ones(len(x), dtype=torch.bool).to(x.device)  # made on the host, moved every call
+        order = torch.arange(len(x)).to(x.device, non_blocking=True)
+        return x[mask], order
+
+    report = cuda_syncs(fn, torch.randn(5))
+    assert _whats(report) == ["aten._to_copy (cpu → cuda)", "aten.index (bool mask)"]
+    assert [(t.direction, t.blocking) for t in report.transfers] == [("host → device", True), ("host → device", False)]
+    assert "on a CUDA GPU" in report.summary()
+
+
+def test_cuda_view_values_read_on_the_host_only_when_they_live_on_the_device():
+    def fn(x):
+        a = x.sum().item()  # a device value: a sync
+        b = torch.tensor(3.0).item()  # a host value: none
+        c = x.tolist()  # a sync, with a stand-in list on meta
+        return a, b, c
+
+    report = cuda_syncs(fn, torch.randn(4))
+    assert _whats(report) == ["Tensor.item()", "Tensor.tolist()"]
+
+
+def test_cuda_view_backward_of_a_boolean_index_is_a_sync_too():
+    """IndexBackward0 keeps the boolean mask; backward calls index_put with it (FunctionsManual.cpp,
+    index_backward), whose expandTensors runs nonzero on the device: a second sync."""
+    def fn(x, mask):
+        x[mask].sum().backward()
+
+    x = torch.randn(5, requires_grad=True)
+    whats = _cuda_whats(fn, x, x.detach() > 0)
+    assert whats[0] == "aten.index (bool mask)" and len(whats) == 2 and "bool mask" in whats[1]
+
+
+def test_cuda_view_leaves_the_callers_module_and_tensors_alone():
+    lin, x = torch.nn.Linear(3, 2), torch.randn(4, 3)
+    before = lin.weight.detach().clone()
+    report = cuda_syncs(lambda m, x: m(x).sum().item(), lin, x)
+    assert _whats(report) == ["Tensor.item()"]
+    assert lin.weight.device.type == "cpu" and torch.equal(lin.weight, before) and x.device.type == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (a GPU or the simulated one)")
+def test_cuda_view_runs_on_the_gpu_itself_when_the_arguments_are_there():
+    x, idx = torch.randn(6, 3, device="cuda"), torch.tensor([4, 1])
+    assert _cuda_whats(lambda x: (x[idx], x.sum().item(), torch.stack([x[j] for j in idx])), x) == [
+        "aten.index (index on the host)", "Tensor.item()"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or bool(SIMULATED), reason="needs a real CUDA GPU")
+def test_the_cuda_view_agrees_with_cuda_sync_debug_mode():
+    """The lesson-07 pitfalls on a real GPU: set_sync_debug_mode("warn") warns once per sync; the CUDA view
+    must count the same (x[j] with a CPU index: none; x[idx] with a CPU idx and its backward's index_put with
+    the same CPU idx, .to(), x[mask] and its backward, .item(): one each)."""
+    import warnings
+
+    idx = torch.tensor([3, 1, 2])
+
+    def fn(x):
+        xb = torch.stack([x[j] for j in idx])  # host reads of a host index: no sync
+        xi = x[idx]  # the index copied to the device: a sync
+        mask = torch.ones(len(xb), dtype=torch.bool).to(x.device)  # a blocking copy: a sync
+        # xb[mask]: nonzero on the device, a sync
+        (xb[mask].sum() + xi.sum()).backward()  # nonzero in backward, the CPU idx copied again: two syncs
+        return xb.sum().item()  # a sync
+
+    x = torch.randn(8, 4, device="cuda", requires_grad=True)
+    torch.cuda.synchronize()
+    found = cuda_syncs(fn, x)
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn(x)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    warned = [w for w in caught if "synchroniz" in str(w.message).lower()]
+    assert len(found.syncs) == 6
+    assert len(warned) == len(found.syncs), [str(w.message) for w in warned]
