@@ -57,6 +57,9 @@ CONV_OPS = {"convolution", "_convolution", "convolution_overrideable", "cudnn_co
 _TRANSPOSED_CONVS = {"cudnn_convolution_transpose", "miopen_convolution_transpose", "slow_conv_transpose2d",
                      "slow_conv_transpose3d", "mkldnn_convolution_transpose"}
 COPY_OPS = {"clone", "copy_", "_to_copy", "contiguous", "_reshape_copy", "cat", "stack", "index_put_"}
+# Ops that launch no kernel on a GPU although they are not views (OpTrace.gpu_ops).
+NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_local_scalar_dense",
+             "resize_", "set_", "record_stream", "_record_function_enter_new", "_record_function_exit"}
 
 
 def footprint_bytes(t: torch.Tensor) -> int:
@@ -115,6 +118,7 @@ class Op:
     inner_copy_bytes: int = 0  # bytes copied inside the kernel (addmm/baddbmm's bias into the output)
     lt_bias: bool = False  # that copy is one cuBLASLt's bias epilogue skips on CUDA (addmm, 1-D bias)
     tf32: bool = False  # a float32 GEMM or convolution that may run in TF32 on a GPU (flags at dispatch)
+    device: str = ""  # the device type its tensors live on (its first output's, else its first input's)
 
     @property
     def gemm(self) -> tuple[int, int, int, int] | None:
@@ -271,6 +275,14 @@ class OpTrace:
         return [op for op in self.ops if not op.is_view]
 
     @property
+    def gpu_ops(self) -> list[Op]:
+        """The ops that would launch work on a CUDA GPU, from a trace on CUDA or on `meta` standing in for it:
+        compute ops on the device, less those that launch nothing there: allocations (`empty*`: the caching
+        allocator), host reads (`_local_scalar_dense`: a copy and a wait, not a kernel) and ops whose tensors
+        all live on the host (an index order made on the CPU, a value read from a CPU tensor)."""
+        return [op for op in self.compute_ops if op.device in ("cuda", "meta") and op.name not in NO_KERNEL]
+
+    @property
     def alloc_bytes(self) -> int:
         """New allocations: storage of every tensor the ops create (scratch inside kernels not seen)."""
         return sum(op.alloc_bytes for op in self.ops)
@@ -390,6 +402,7 @@ def _op_record(func, args: tuple, kwargs: dict, out) -> Op:
         inner_copy_bytes=bias_copy,
         lt_bias=lt_bias,
         tf32=bool(flops) and _tf32(name, dtype),
+        device=(outs or ins)[0].device.type if (outs or ins) else "",
     )
 
 

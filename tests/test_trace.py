@@ -237,3 +237,23 @@ def test_a_training_loop_with_host_reads_traces_on_meta():
     names = [op.name for op in t.ops]
     assert names.count("_local_scalar_dense") == 2
     assert any(op.name == "index" and op.out_shapes[0] == (6, 3) for op in t.ops)
+
+
+def test_gpu_ops_count_only_what_launches_work_on_a_gpu():
+    # lesson 07's GPU model: a value read from a CPU index (x[j]), an allocation and a host read are not kernels;
+    # the select is a view; the copy to the device and the sum are work on the device
+    from lessons_lib.trace import meta_reads
+
+    idx = torch.tensor([2, 0])
+
+    def step(x):
+        rows = torch.stack([x[j] for j in idx])  # host reads of a CPU index, views, one stack on the device
+        buf = torch.empty(3, device=x.device)  # the caching allocator: no kernel
+        mask = torch.ones(2, dtype=torch.bool).to(x.device)  # ones on the host; the copy is the device's
+        return rows[mask].sum().item(), buf
+
+    with meta_reads():
+        t = trace.trace_ops(step, torch.empty(4, 3, device="meta"))
+    assert [op.name for op in t.gpu_ops] == ["stack", "_to_copy", "index", "sum"]
+    assert {op.device for op in t.ops if op.name == "_local_scalar_dense"} == {"cpu", "meta"}
+    assert len(t.compute_ops) > len(t.gpu_ops)
