@@ -94,3 +94,50 @@ def test_the_toolkit_never_imports_a_lesson():
 def test_a_cycle_would_be_found():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _top_level_imports(name: str, path: Path) -> set[str]:
+    """What importing `name` runs: imports in its module body (classes, ifs and trys too), not in functions."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+
+    def visit(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.add(module)
+            found.update(f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in _modules())
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_the_doctor_and_the_workspace_import_only_the_standard_library():
+    """`python -m lessons_lib.doctor` must run where torch is missing or fails to load (issue 28): the package's
+    __init__ and the torch-free tools import, at import time, only the standard library and each other."""
+    import sys
+
+    modules = _modules()
+    free = {"lessons_lib", *(f"lessons_lib.{m}" for m in lessons_lib._TORCH_FREE)}
+    assert free <= set(modules)
+    wrong = {}
+    for name in sorted(free):
+        for imported in _top_level_imports(name, modules[name]):
+            root = imported.split(".")[0]
+            ok = imported in free or (root != "lessons_lib" and root in sys.stdlib_module_names | {"__future__"})
+            if not ok:
+                wrong.setdefault(name, []).append(imported)
+    assert not wrong, f"imports that need more than the standard library: {wrong}"
+
+
+def test_the_no_torch_rule_would_catch_a_top_level_import(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("import os\nimport torch\ntry:\n    from .device import pick\nexcept ImportError:\n    pass\n"
+                    "def f():\n    import numpy\n")
+    assert _top_level_imports("lessons_lib.m", path) == {"os", "torch", "lessons_lib.device"}
