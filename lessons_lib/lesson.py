@@ -27,11 +27,11 @@ from .display import text_table
 from .grading import rel_error
 from .lesson_parts import (DTYPES, _RTOL, Check, Param, Stopped, Variant, _as64, _check_positive,  # noqa: F401
                            _flat, _fmt_params, _fresh, _max_time_kw, _progress, _tf32_allowed, check_device,
-                           check_dtype)
+                           check_dtype, may_use_tf32)
 from .runs import (_BLOCK_NOISE, _TIMER_OVERHEAD, CALIBRATION_CALL, CALIBRATION_CALLS,  # noqa: F401
                    CALIBRATION_FLOOR, Calibration, Run, Sweep, _schedule, crossover, harness_seconds,
                    metrics_table, timer_overhead)
-from .trace import OpTrace, on_meta, trace_ops
+from .trace import OpTrace, on_meta, tf32_enabled, trace_ops
 
 
 @dataclass
@@ -152,18 +152,21 @@ class Lesson(Calibrating):
                 torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=gen)))
             inputs = self.make_inputs(full, dev, dtype)
             ref = _flat(self.call(self.variant(self.baseline).fn)(*(_as64(t) for t in inputs)))
-            tol = self.tolerance(full, dtype, dev)
             for v in self.variants:
-                out = _flat(self.call(v.fn)(*_fresh(inputs)))
+                fn = self.call(v.fn)
+                out = _flat(fn(*_fresh(inputs)))
                 err = rel_error(out, ref)
+                tol = self.tolerance(full, dtype, dev, tf32=may_use_tf32(fn, inputs, dev, dtype))
                 rows.append(Check(v.name, full, err, tol, err <= tol))
         return rows
 
-    def tolerance(self, params: dict, dtype: torch.dtype, device=None) -> float:
-        """Relative tolerance against float64, scaled by sqrt(reduction length). float32 matmuls
-        may run in TF32 on a GPU (10-bit mantissa) when the reader allows it: then fp16's bound holds."""
+    def tolerance(self, params: dict, dtype: torch.dtype, device=None, tf32: bool | None = None) -> float:
+        """Relative tolerance against float64, scaled by sqrt(reduction length). float32 work may run in
+        TF32 on a GPU (10-bit mantissa): then fp16's bound holds. tf32: whether this call may (check_correct
+        decides it per variant and backend, `may_use_tf32`); None: where float32 matmuls may (cuBLAS's flag)."""
         dt = dtype
-        if dtype == torch.float32 and torch.device(device or "cpu").type == "cuda" and _tf32_allowed():
+        on_gpu = torch.device(device or "cpu").type == "cuda"
+        if dtype == torch.float32 and on_gpu and (_tf32_allowed() if tf32 is None else tf32):
             dt = torch.float16
         return _RTOL.get(dt, 1e-2) * max(self.reduction(params), 1) ** 0.5 * 4
 
@@ -182,9 +185,11 @@ class Lesson(Calibrating):
     # --- work and timing ----------------------------------------------------------------
     def work(self, params: dict, dtype: torch.dtype = torch.float32) -> dict[str, roofline.Work]:
         """FLOPs, bytes and launches of each variant, from op traces on `meta` (no allocation).
-        Cached per shape, dtype and variant functions: estimate, run and floors share one trace."""
+        Cached per shape, dtype, variant functions and TF32 flags (the trace marks TF32 work): estimate, run and
+        floors share one trace."""
         dtype = check_dtype(dtype)
-        key = (tuple(sorted(params.items())), dtype, tuple((v.name, id(v.fn)) for v in self.variants))
+        key = (tuple(sorted(params.items())), dtype, tuple((v.name, id(v.fn)) for v in self.variants),
+               tf32_enabled("matmul"), tf32_enabled("conv"))
         if key not in self._work_cache:
             if len(self._work_cache) > 256:
                 self._work_cache.clear()

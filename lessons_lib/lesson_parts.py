@@ -15,6 +15,7 @@ import torch
 
 from . import timing
 from .device import has_cuda, pick
+from .trace import on_meta, tf32_enabled, trace_ops
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # Relative tolerance against the float64 reference, scaled by sqrt(reduction length).
@@ -106,8 +107,24 @@ def _max_time_kw(max_time):
 
 
 def _tf32_allowed() -> bool:
-    return bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)) or \
-        torch.get_float32_matmul_precision() != "highest"
+    """Float32 matmuls (cuBLAS) may run in TF32: the tolerance of a call whose ops are not known."""
+    return tf32_enabled("matmul")
+
+
+def may_use_tf32(fn, inputs, device, dtype) -> bool:
+    """Whether `fn(*inputs)` may run float32 work in TF32 here, backend by backend: on a CUDA device, in
+    float32, a GEMM while cuBLAS may use TF32 or a convolution while cuDNN may (PyTorch's defaults: GEMMs no,
+    convolutions yes; `trace.tf32_enabled` reads the flags). Which ops `fn` runs comes from its op trace on
+    `meta` (nothing allocated); a call that cannot be traced there counts as TF32 if either backend allows it."""
+    if torch.device(device).type != "cuda" or dtype != torch.float32:
+        return False
+    matmul, conv = tf32_enabled("matmul"), tf32_enabled("conv")
+    if matmul == conv:
+        return matmul
+    try:
+        return any(op.tf32 for op in trace_ops(fn, *on_meta(*inputs)).ops)
+    except Exception:  # a kernel without a meta implementation (grouped_mm in float32, say): be lenient
+        return True
 
 
 def _fresh(inputs):

@@ -14,8 +14,10 @@ harness on a one-element op.
 Two facts of a GPU that a trace on `meta` marks and the GPU's peaks apply (`Peaks.cuda`):
 - TF32. A float32 GEMM or convolution the trace marks `tf32` runs at the TF32 tensor-core rate
   (`Peaks.tf32`) where the GPU has one. PyTorch's defaults: off for matmuls since torch 1.12
-  (`torch.backends.cuda.matmul.allow_tf32`, or `torch.set_float32_matmul_precision("high")`),
-  on for cuDNN convolutions (`torch.backends.cudnn.allow_tf32`).
+  (`torch.backends.cuda.matmul.fp32_precision`, since torch 2.9; before it `allow_tf32` or
+  `torch.set_float32_matmul_precision("high")`), on for cuDNN convolutions
+  (`torch.backends.cudnn.conv.fp32_precision`; before 2.9 `torch.backends.cudnn.allow_tf32`).
+  `tf32_settings()` says which applies now.
 - cuBLASLt's bias epilogue. `addmm` with a 1-D bias copies no bias into its output on CUDA
   (trace.py says when); the bytes of that copy (`Work.lt_bias_bytes`) count on a CPU only.
 """
@@ -49,6 +51,11 @@ class Work:
     @classmethod
     def from_trace(cls, t: "trace.OpTrace") -> "Work":
         return cls(t.flops, t.accessed_bytes, len(t.compute_ops), t.tf32_flops, t.lt_saved_bytes)
+
+    @classmethod
+    def from_ops(cls, ops) -> "Work":
+        """The work of some of a trace's ops (one op, say), counted as `from_trace` counts a whole trace."""
+        return cls.from_trace(trace.OpTrace(list(ops)))
 
 
 @dataclass
@@ -89,6 +96,28 @@ class Peaks:
         words = REGIME_WORDS[self.regime(work)]
         other, frac = self.runner_up(work)
         return f"{words}, {other} close behind ({frac:.2f}×)" if frac >= close else words
+
+    def op_terms(self, op: "trace.Op") -> dict[str, float]:
+        """One traced op's compute and memory bounds in seconds (its FLOPs at the TF32 rate where the trace
+        marks it and this device has TF32; on CUDA without the addmm bias copy cuBLASLt skips)."""
+        return {k: v for k, v in self.terms(Work.from_ops([op])).items() if k != "overhead"}
+
+    def serial_time(self, t: "trace.OpTrace", compute_efficiency: float = 1.0, memory_efficiency: float = 1.0,
+                    overlap: bool = True) -> float:
+        """Seconds for the ops of `t` run one after another, as kernels in one CUDA stream run: each op's
+        compute bound over `compute_efficiency` and memory bound over `memory_efficiency`, the larger of the
+        two where an op overlaps them (overlap=True; with both efficiencies 1 this is the serial floor, never
+        below `floor`'s compute and memory terms), their sum where it cannot (a kernel at the ridge, whose
+        short inner loop cannot hide its loads). Never below the overhead bound: the host issues the next
+        op while the device runs this one."""
+        if not (0 < compute_efficiency <= 1 and 0 < memory_efficiency <= 1):
+            raise ValueError("compute_efficiency and memory_efficiency are fractions of the peaks, in (0, 1].")
+        total = 0.0
+        for op in t.compute_ops:
+            c, m = self.op_terms(op).values()
+            c, m = c / compute_efficiency, m / memory_efficiency
+            total += max(c, m) if overlap else c + m
+        return max(total, len(t.compute_ops) * self.launch)
 
 
 # What each regime is called in prose, and what helps in it.
@@ -149,6 +178,41 @@ ASSUMED_LAUNCH = {name: 5e-6 for name in DATASHEET}
 _tf32_on = trace.tf32_allowed  # whether float32 matmuls may use TF32 now (PyTorch's default: no)
 
 
+def _precision_key() -> tuple:
+    """The float32 matmul settings that change a measured float32 peak (TF32 on CUDA, bf16/TF32 in oneDNN on
+    a CPU), read so that it never raises: the old `torch.get_float32_matmul_precision()` does once a program
+    has set the new per-backend API (torch 2.9+) apart from it."""
+    try:
+        return (torch.backends.cuda.matmul.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision)
+    except (AttributeError, RuntimeError):
+        return (torch.get_float32_matmul_precision(), _tf32_on())
+
+
+TF32_FLAGS = (  # (what float32 work, the setting since torch 2.9, the flag before it, trace.tf32_enabled's key)
+    ("GEMMs (cuBLAS)", "torch.backends.cuda.matmul.fp32_precision", "torch.backends.cuda.matmul.allow_tf32", "matmul"),
+    ("convolutions (cuDNN)", "torch.backends.cudnn.conv.fp32_precision", "torch.backends.cudnn.allow_tf32", "conv"),
+)
+
+
+def tf32_settings() -> str:
+    """Which float32 work may run in TF32 on a CUDA GPU (compute capability 8.0+) now, per backend, with the
+    setting that controls it: since torch 2.9 `torch.backends.<backend>.<op>.fp32_precision` ("tf32" or
+    "ieee"; "none" inherits `torch.backends.cudnn.fp32_precision`, then `torch.backends.fp32_precision`),
+    beside the older flags, which set the same state (mixing the two makes the old getters raise).
+    The same on every machine: these are settings, not measurements."""
+    from .display import text_table
+
+    rows = [("float32 work", "setting (torch 2.9+)", "value", "older flag", "on a GPU now")]
+    for what, new, old, op in TF32_FLAGS:
+        owner = torch
+        for part in new.split(".")[1:-1]:  # torch.backends.cudnn.conv: absent before torch 2.9
+            owner = getattr(owner, part, None)
+        value = getattr(owner, "fp32_precision", None)
+        rows.append((what, new if value is not None else "(not in this torch)", repr(value) if value else "-",
+                     old, "TF32" if trace.tf32_enabled(op) else "full float32"))
+    return text_table(rows)
+
+
 def datasheet(name: str, dtype: torch.dtype = torch.float32, tf32: bool | None = None) -> Peaks | None:
     """A named GPU's datasheet peaks for `dtype`, or None (unknown GPU, or a dtype its hardware
     lacks: bf16 on a T4 or V100). float32 uses TF32 tensor cores where `tf32` (default: whatever
@@ -187,7 +251,7 @@ def overhead(device: torch.device | str, dtype: torch.dtype = torch.float32) -> 
     if key not in _overheads:
         one = torch.ones(1, device=dev, dtype=dtype)
         _overheads[key] = timing.measure(torch.add, one, one, label="per-op overhead", min_run_time=0.1,
-                                         max_time=2.0).median
+                                         max_time=2.0, device=dev).median
     return _overheads[key]
 
 
@@ -206,17 +270,17 @@ def measure_peaks(device: torch.device | str, dtype: torch.dtype = torch.float32
     """Measure peak matmul FLOP/s, copy bandwidth and per-op overhead on this device (cached per
     device, dtype and float32 matmul precision, since TF32 changes the float32 peak)."""
     dev = torch.device(device)
-    key = (dev.type, dev.index, dtype, torch.get_float32_matmul_precision(), _tf32_on())
+    key = (dev.type, dev.index, dtype, *_precision_key())
     if key in _measured:
         return _measured[key]
     n = PEAK_MATMUL_N.get(dev.type, PEAK_MATMUL_N["cpu"])
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
-    t_mm = timing.measure(torch.mm, a, b, label="peak matmul", min_run_time=0.3)
+    t_mm = timing.measure(torch.mm, a, b, label="peak matmul", min_run_time=0.3, device=dev)
     del a, b
     src = torch.empty(_copy_elements(dev), device=dev)  # well beyond cache
     dst = torch.empty_like(src)
-    t_copy = timing.measure(dst.copy_, src, label="peak copy", min_run_time=0.3)
+    t_copy = timing.measure(dst.copy_, src, label="peak copy", min_run_time=0.3, device=dev)
     bandwidth = 2 * src.nbytes / t_copy.median
     del src, dst
     launch = overhead(dev, dtype)
@@ -240,12 +304,20 @@ def _measure_tf32(dev: torch.device, n: int) -> float | None:
     if dev.type != "cuda" or torch.cuda.get_device_capability(dev) < (8, 0):
         return None
     a = torch.randn(n, n, device=dev)
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
+    matmul = torch.backends.cuda.matmul
+    new_api = isinstance(getattr(matmul, "fp32_precision", None), str)  # torch 2.9+: set it the way it was read
+    before = matmul.fp32_precision if new_api else matmul.allow_tf32
+    if new_api:
+        matmul.fp32_precision = "tf32"
+    else:
+        matmul.allow_tf32 = True
     try:
-        t = timing.measure(torch.mm, a, a, label="peak matmul, TF32", min_run_time=0.3)
+        t = timing.measure(torch.mm, a, a, label="peak matmul, TF32", min_run_time=0.3, device=dev)
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+        if new_api:
+            matmul.fp32_precision = before
+        else:
+            matmul.allow_tf32 = before
     return 2 * n**3 / t.median
 
 

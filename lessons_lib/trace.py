@@ -23,9 +23,11 @@ What the figures are, and are not:
   turns it off). A trace on CUDA tensors counts no copy there; a trace on `meta` or a CPU counts
   the copy and marks the op (`Op.lt_bias`), so a GPU's roofline can leave it out.
 - GEMMs in float32 dispatched while TF32 is allowed for matmuls
-  (`torch.backends.cuda.matmul.allow_tf32`, off by default since torch 1.12), and float32
-  convolutions while `torch.backends.cudnn.allow_tf32` is on (its default), are marked
-  `Op.tf32`: on a GPU with TF32 tensor cores they run at the TF32 rate.
+  (`torch.backends.cuda.matmul.fp32_precision`, or the old `allow_tf32`: off by default since
+  torch 1.12), and float32 convolutions while it is allowed for cuDNN
+  (`torch.backends.cudnn.conv.fp32_precision`, or the old `torch.backends.cudnn.allow_tf32`: on by
+  default), are marked `Op.tf32`: on a GPU with TF32 tensor cores they run at the TF32 rate
+  (`tf32_enabled` reads either API).
 
 `kernels` asks the profiler which GPU kernels launched (CUDA only; kernels.py, re-exported here).
 """
@@ -215,19 +217,45 @@ def _lt_bias(name: str, args: tuple, kwargs: dict) -> bool:
             and min(*m1.shape, *m2.shape) > 1)
 
 
-def tf32_allowed() -> bool:
-    """Whether float32 matmuls may run in TF32 now (PyTorch's default since 1.12: no)."""
+def tf32_enabled(op: str = "matmul") -> bool:
+    """Whether float32 work of `op` may run in TF32 on a CUDA GPU now: "matmul" (cuBLAS GEMMs; PyTorch's
+    default since 1.12: no) or "conv" (cuDNN convolutions; default: yes).
+
+    Since torch 2.9 each backend and op has one setting, `torch.backends.cuda.matmul.fp32_precision` and
+    `torch.backends.cudnn.conv.fp32_precision` ("tf32" or "ieee"; "none" inherits
+    `torch.backends.cudnn.fp32_precision`, then `torch.backends.fp32_precision`), and ATen runs TF32 exactly
+    when the inherited value is "tf32" (`Context::allowTF32CuBLAS`, `Context::allowTF32CuDNN(op)` and
+    `Context::float32Precision` in aten/src/ATen/Context.cpp). The old flags (`torch.backends.cuda.matmul.allow_tf32`,
+    `torch.set_float32_matmul_precision`, `torch.backends.cudnn.allow_tf32`) write the same settings, but
+    reading them raises a RuntimeError once a program has mixed the two APIs (conv and rnn set apart, say):
+    they are read only on a torch without the new one."""
+    if op not in ("matmul", "conv"):
+        raise ValueError(f"op must be 'matmul' (cuBLAS) or 'conv' (cuDNN), got {op!r}.")
+    owner = torch.backends.cuda.matmul if op == "matmul" else getattr(torch.backends.cudnn, "conv", None)
+    try:
+        value = getattr(owner, "fp32_precision", None)
+    except (AttributeError, RuntimeError):
+        value = None
+    if isinstance(value, str):
+        return value == "tf32"
+    if op == "conv":
+        return bool(getattr(torch.backends.cudnn, "allow_tf32", False))
     return bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)) or \
         torch.get_float32_matmul_precision() != "highest"
+
+
+def tf32_allowed() -> bool:
+    """Whether float32 matmuls may run in TF32 now (PyTorch's default since 1.12: no): `tf32_enabled("matmul")`."""
+    return tf32_enabled("matmul")
 
 
 def _tf32(name: str, dtype) -> bool:
     if dtype != torch.float32:
         return False
     if name in GEMM_OPS:
-        return tf32_allowed()
-    if name in CONV_OPS:  # cuDNN convolutions: TF32 allowed by default (torch.backends.cudnn.allow_tf32)
-        return bool(getattr(torch.backends.cudnn, "allow_tf32", False))
+        return tf32_enabled("matmul")
+    if name in CONV_OPS:  # cuDNN convolutions: TF32 allowed by default
+        return tf32_enabled("conv")
     return False
 
 

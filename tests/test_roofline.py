@@ -137,3 +137,74 @@ def test_measured_cpu_peaks_are_plausible():
     assert 1e8 < p.flops < 1e14
     assert 1e8 < p.bandwidth < 1e13
     assert p.launch > 0  # per-op overhead, CPU too
+
+
+# --- kernels one after another; TF32 settings per backend ------------------------------------------------
+def _gemm_then_add():
+    x, w = _meta((512, 256), (256, 256))
+
+    def f(x, w):
+        return (x @ w) + 1.0
+
+    from lessons_lib.trace import trace_ops
+    return trace_ops(f, x, w)
+
+
+def test_serial_time_sums_each_ops_own_floor_and_never_undercuts_the_roofline():
+    t = _gemm_then_add()
+    p = roofline.Peaks(flops=1e12, bandwidth=1e11, launch=1e-9, source="test", cuda=True)
+    per_op = [p.op_terms(op) for op in t.compute_ops]
+    assert [list(d) for d in per_op] == [["compute", "memory"]] * 2
+    serial = p.serial_time(t)
+    assert serial == pytest.approx(sum(max(d.values()) for d in per_op))
+    whole = p.terms(roofline.Work.from_trace(t))
+    assert serial >= max(whole["compute"], whole["memory"]) - 1e-15
+    no_overlap = p.serial_time(t, 0.5, 0.8, overlap=False)
+    assert no_overlap == pytest.approx(sum(d["compute"] / 0.5 + d["memory"] / 0.8 for d in per_op))
+    slow_host = roofline.Peaks(flops=1e12, bandwidth=1e11, launch=1.0, source="test")
+    assert slow_host.serial_time(t) == pytest.approx(2.0)  # two ops, each 1 s to issue
+    with pytest.raises(ValueError, match="fractions"):
+        p.serial_time(t, compute_efficiency=0)
+
+
+def _restored():
+    from tests.lesson03.helpers import tf32_restored
+    return tf32_restored()
+
+
+def test_tf32_settings_name_both_apis_and_follow_the_flags():
+    text = roofline.tf32_settings()
+    for name in ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"):
+        assert name in text
+    with _restored():
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = True
+        lines = roofline.tf32_settings().splitlines()
+        assert lines[2].endswith("TF32") and lines[3].endswith("full float32")
+
+
+def test_peaks_cache_key_survives_the_two_tf32_apis_mixed():
+    """After `torch.backends.cuda.matmul.fp32_precision = "tf32"` (torch 2.9+) the old
+    `torch.get_float32_matmul_precision()` raises; the peaks' cache key must not."""
+    if not hasattr(torch.backends.cudnn, "conv"):
+        pytest.skip("torch.backends.*.fp32_precision arrived in torch 2.9")
+    with _restored():
+        before = roofline._precision_key()
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        with pytest.raises(RuntimeError):
+            torch.get_float32_matmul_precision()
+        assert roofline._precision_key() != before
+
+
+def test_the_tf32_peak_measurement_leaves_the_settings_as_found(monkeypatch):
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("needs a CUDA GPU with TF32 (or -p tests.simgpu --simulate-gpu=h100)")
+    seen = []
+    monkeypatch.setattr(roofline.timing, "measure", lambda *a, **k: seen.append(roofline.trace.tf32_enabled("matmul"))
+                        or roofline.timing.Timing("stub", 1e-3, 0.0, [1e-3], 1, "stub", "cuda"))
+    with _restored():
+        if hasattr(torch.backends.cudnn, "conv"):
+            torch.backends.cudnn.conv.fp32_precision = "ieee"  # the APIs mixed: the old matmul getter still agrees
+        before = roofline.tf32_settings()
+        assert roofline._measure_tf32(torch.device("cuda"), 64) == pytest.approx(2 * 64**3 / 1e-3)
+        assert seen == [True] and roofline.tf32_settings() == before
