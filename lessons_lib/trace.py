@@ -224,8 +224,8 @@ def tf32_enabled(op: str = "matmul") -> bool:
     Since torch 2.9 each backend and op has one setting, `torch.backends.cuda.matmul.fp32_precision` and
     `torch.backends.cudnn.conv.fp32_precision` ("tf32" or "ieee"; "none" inherits
     `torch.backends.cudnn.fp32_precision`, then `torch.backends.fp32_precision`), and ATen runs TF32 exactly
-    when the inherited value is "tf32" (`Context::allowTF32CuBLAS`, `Context::allowTF32CuDNN(op)` and
-    `Context::float32Precision` in aten/src/ATen/Context.cpp). The old flags (`torch.backends.cuda.matmul.allow_tf32`,
+    when the inherited value is "tf32" (`Context::float32Precision` and `Context::allowTF32CuDNN(op)` in
+    aten/src/ATen/Context.cpp; cuBLAS's math mode and compute type in aten/src/ATen/cuda/CUDABlas.cpp). The old flags (`torch.backends.cuda.matmul.allow_tf32`,
     `torch.set_float32_matmul_precision`, `torch.backends.cudnn.allow_tf32`) write the same settings, but
     reading them raises a RuntimeError once a program has mixed the two APIs (conv and rnn set apart, say):
     they are read only on a torch without the new one."""

@@ -140,6 +140,50 @@ def precision_model(params: dict | None = None, gpus=roofline.MODEL_GPUS, traini
             "peaks (float32 without TF32, fp16/bf16 tensor cores) and an assumed 5 µs per op: a model, not a measurement.")
 
 
+# --- the GPU step model: what "near its floor" means at the thread's shape -------------------------------
+# Each batched strategy's training step is 3 batched GEMMs (8.2 GFLOP each at the thread's shape) and a few
+# elementwise ops (bias add, bias gradient, layout copies). Traced on meta, its bytes are 1.5-2.6 GiB: on an
+# A100, H100 or H200 the memory floor is about the compute floor (float32 without TF32), so the step sits at
+# the ridge, not in the compute-bound regime. Kernels of one stream run one after another, and a GEMM at the
+# ridge with K = 100 cannot hide its loads behind its short inner loop: the model charges each kernel its FLOPs
+# at GEMM_EFFICIENCY of the fp32 peak *plus* its bytes at MEMORY_EFFICIENCY of the bandwidth.
+GEMM_EFFICIENCY = 0.5  # float32 GEMMs on CUDA cores at K = N = 100: cuBLAS reaches ~80% only with a long K loop
+MEMORY_EFFICIENCY = 0.8  # elementwise and copy kernels: ~80% of the datasheet bandwidth
+STEP_VARIANTS = ("bmm, rows first", "matmul, channels first", "einsum")
+
+
+def step_model(gpu, params: dict | None = None, variants=STEP_VARIANTS) -> dict[str, dict[str, float]]:
+    """Per variant, its training step at the thread's shape (traced on meta) against `gpu` (a datasheet
+    name, or `roofline.Peaks`), in seconds: `compute` and `memory`, the roofline's bounds of the whole step;
+    `floor`, their max (the roofline floor); `serial`, each kernel bound by its own regime, one after
+    another; `model`, each kernel paying compute / GEMM_EFFICIENCY + memory / MEMORY_EFFICIENCY (no
+    overlap). A model from peaks, not a measurement."""
+    peaks = gpu if isinstance(gpu, roofline.Peaks) else roofline.datasheet(gpu, torch.float32, tf32=False)
+    if peaks is None:
+        raise ValueError(f"No datasheet for {gpu!r}: name one of {sorted(roofline.DATASHEET)} or pass Peaks.")
+    lesson = dataclasses.replace(TRAIN_LESSON, variants=[TRAIN_LESSON.variant(v) for v in variants])
+    out = {}
+    for name, t in lesson.traces({**THREAD_SHAPE, **(params or {})}).items():
+        terms = peaks.terms(roofline.Work.from_trace(t))
+        out[name] = {"compute": terms["compute"], "memory": terms["memory"],
+                     "floor": max(terms["compute"], terms["memory"], terms["overhead"]),
+                     "serial": peaks.serial_time(t),
+                     "model": peaks.serial_time(t, GEMM_EFFICIENCY, MEMORY_EFFICIENCY, overlap=False)}
+    return out
+
+
+def step_model_table(gpus=(*roofline.MODEL_GPUS, "H200"), params: dict | None = None) -> str:
+    """`step_model` as a table for a few GPUs: the regime at the thread's shape and the modelled time."""
+    rows = [("GPU (model)", "variant", "compute", "memory", "floor", "kernels one by one", "model")]
+    for gpu in gpus:
+        for name, m in step_model(gpu, params).items():
+            rows.append((gpu, name, *(timing.fmt_time(m[k]) for k in ("compute", "memory", "floor", "serial",
+                                                                       "model"))))
+    return (text_table(rows) + "\ntraining step at the thread's shape, float32 without TF32, from datasheet peaks: "
+            f"model = each kernel's FLOPs at {GEMM_EFFICIENCY:.0%} of peak plus its bytes at {MEMORY_EFFICIENCY:.0%} "
+            "of bandwidth, one after another; a model, not a measurement.")
+
+
 # --- fix: correctness of every strategy -------------------------------------------------------------------
 
 
