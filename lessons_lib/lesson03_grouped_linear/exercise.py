@@ -6,9 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .. import timing
 from .. import device as _device
-from ..grading import Verdict, analyse_reader, call_reader, rel_error
+from ..grading import Verdict, analyse_reader, call_reader, rel_error, speed_check
 from ..trace import COPY_OPS, trace_ops
 from .lessons import THREAD_SHAPE
 from .variants import slow_groups
@@ -107,26 +106,34 @@ def check_exercise(fn) -> Verdict:
             ", ".join(f"{op.name} of {'x'.join(map(str, op.out_shapes[0]))}" for op in big) or
             (f"a {_device.fmt_bytes(sum(op.write_bytes for op in small))} copy of the weight, fine" if small else ""))
     if _device.has_cuda() and not getattr(torch.cuda, "_course_simulated", False):
-        v.on_gpu(*_gpu_speed_check(fn))
+        v.on_gpu(*gpu_speed_check(fn))
     else:
-        v.on_gpu("faster than the loop at the thread's shape", None)
+        v.on_gpu(SPEED_LINE, None)
     return v
 
 
-def _gpu_speed_check(fn) -> tuple[str, bool, str]:
-    """At the thread's shape, the rewrite's training step against the loop's (GPU only)."""
+# On a GPU the rewrite's training step is also timed against the thread's loop, at the thread's shape. The bar
+# comes from the roofline (evidence.precision_model: training-step floors from datasheet peaks, float32): the
+# loop's 300 small GEMMs and the cat put its floor 2.7x (T4) to 4.4x (A100) and 11x (H100) above the channels-first
+# matmul's, which is one GEMM; 2x leaves a margin of 1.35 below the smallest of them. The H200 run of 2026-11-26
+# measured the solution 7.9x faster than the loop (one pass, busy), and the starter's Conv1d 1.9-2.2x. Timed in
+# paired rounds (grading.speed_check): the line passes only on a decided ratio that reaches the bar.
+GPU_SPEEDUP_BAR = 2.0
+SPEED_LINE = f"training step at least {GPU_SPEEDUP_BAR:g}× faster than the thread's loop at the thread's shape"
+
+
+def gpu_speed_check(fn, device="cuda", shape: tuple | None = None, max_time: float = 20.0,
+                    baseline=exercise_loop) -> tuple[str, bool, str]:
+    """The rewrite's training step against `baseline`'s (the thread's loop), at the thread's shape (N, G, K, O, L
+    by default), in the noise rule's paired rounds on `device`: (name, ok, detail) for `Verdict.on_gpu`."""
     p = THREAD_SHAPE
+    N, G, K, O, L = shape or (p["batch"], p["groups"], p["group_size"], p["group_size"], p["length"])
+    dev = torch.device(device)
     gen = torch.Generator().manual_seed(2)
-    x, w, b = (t.requires_grad_() for t in _exercise_inputs(p["batch"], p["groups"], p["group_size"],
-                                                            p["group_size"], p["length"], gen, "cuda"))
-    g = torch.randn(p["batch"], p["groups"] * p["group_size"], p["length"], device="cuda")
+    x, w, b = (t.requires_grad_() for t in _exercise_inputs(N, G, K, O, L, gen, dev))
+    g = torch.randn(N, G * O, L, generator=gen).to(dev)
 
     def step(f):
         return lambda: torch.autograd.grad(f(x, w, b), (x, w, b), g)
 
-    slow = timing.measure(step(exercise_loop), max_time=10).median
-    timed, problem = call_reader(lambda: timing.measure(step(fn), max_time=10))
-    name = "training step faster than the thread's loop at the thread's shape"
-    if problem:
-        return name, False, problem
-    return name, timed.median < slow, f"{slow / timed.median:.2f}×"
+    return speed_check(SPEED_LINE, step(baseline), step(fn), GPU_SPEEDUP_BAR, dev, max_time=max_time)

@@ -73,3 +73,25 @@ def test_checker_notices_writes_into_the_inputs():
         return _solution(x, weight / 2, bias)
 
     assert "changed input 1 in place" in str(L.check_exercise(overwrites))
+
+
+# --- the [GPU] speed line: paired rounds (grading.speed_check), run small on a CPU here ---------------------
+TINY = (2, 8, 8, 8, 16)  # N, G, K, O, L
+
+
+@pytest.mark.parametrize("fn, baseline", [(exercise.exercise_loop, exercise.exercise_loop),
+                                          (L.exercise_starter, L.exercise_starter)])
+def test_the_speed_line_never_calls_code_faster_than_itself(fn, baseline, one_thread):
+    """The line used to time each side once: on the H200 lesson 01's untouched starter scored 2.0x against
+    itself. Here a function against itself, twice: never a pass (~1.0x, or not decided)."""
+    for _ in range(2):
+        name, ok, detail = exercise.gpu_speed_check(fn, "cpu", TINY, max_time=1.0, baseline=baseline)
+        assert ok is False and name == exercise.SPEED_LINE, detail
+
+
+def test_the_speed_line_turns_a_crash_while_timed_into_its_detail():
+    def crashes(x, w, b):
+        raise RuntimeError("boom")
+
+    _name, ok, detail = exercise.gpu_speed_check(crashes, "cpu", TINY, max_time=0.5)
+    assert ok is False and "RuntimeError: boom" in detail
