@@ -55,7 +55,6 @@ __version__ = "0.1.0"
 # `python -m lessons_lib.doctor` runs there (tests/test_imports.py holds the rule). Nothing in this file
 # imports torch at import time either: the check below runs on first use of anything that needs it.
 _TORCH_FREE = frozenset({"doctor", "doctor_probes", "host", "workspace"})
-_torch_checked = False
 
 
 def _check_torch() -> None:
@@ -63,11 +62,9 @@ def _check_torch() -> None:
     OSError from a CUDA library), or too old (2.9 is the oldest CI tests). The sentence is the doctor's
     finding (one source of truth), raised as ImportError, which every set-up cell catches.
 
-    Feature detection, not version strings: these are the APIs the toolkit stands on.
+    Feature detection, not version strings: these are the APIs the toolkit stands on. Not cached: after
+    the first time it costs a few dictionary lookups, and each name asks only once (then it is a global).
     """
-    global _torch_checked
-    if _torch_checked:
-        return
     try:
         import torch
         from torch.autograd.graph import saved_tensors_hooks  # noqa: F401
@@ -80,7 +77,6 @@ def _check_torch() -> None:
         from .doctor import torch_problem
 
         raise ImportError(torch_problem(err)) from err
-    _torch_checked = True
 
 
 def _quiet_import_noise() -> None:

@@ -351,7 +351,6 @@ def test_import_lessons_lib_imports_no_torch():
 def test_an_old_torch_is_refused_at_first_use_with_the_doctors_fix(monkeypatch):
     import lessons_lib
 
-    monkeypatch.setattr(lessons_lib, "_torch_checked", False)
     monkeypatch.setattr(torch, "OutOfMemoryError", None, raising=False)
     monkeypatch.delattr(torch, "OutOfMemoryError")
     monkeypatch.delattr(torch.cuda, "OutOfMemoryError", raising=False)
