@@ -110,17 +110,16 @@ def solution_links(text: str, here: set[str], in_course: set[str]) -> str:
 
 def render(raw: bytes, here: set[str], in_course: set[str]) -> bytes:
     """The working copy's bytes of a lesson: the course's own bytes unless a solution reference changes."""
+    changed = False
     try:
         nb = json.loads(raw)
-        cells = [c for c in nb["cells"] if c.get("cell_type") == "markdown"]
-    except (ValueError, KeyError, TypeError):
+        for cell in (c for c in nb["cells"] if c.get("cell_type") == "markdown"):
+            text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            new = solution_links(text, here, in_course)
+            if new != text:
+                cell["source"], changed = new.splitlines(keepends=True), True
+    except (ValueError, KeyError, TypeError, AttributeError):
         return raw  # not a notebook we can read: copy it as it is
-    changed = False
-    for cell in cells:
-        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        new = solution_links(text, here, in_course)
-        if new != text:
-            cell["source"], changed = new.splitlines(keepends=True), True
     return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode() if changed else raw
 
 

@@ -184,6 +184,11 @@ def test_solution_references_in_both_forms():
     assert "](" not in room and "your instructor hands it out" in room
 
 
+@pytest.mark.parametrize("raw", [b"{", b"[]", b'{"cells": [1]}', b'{"cells": [{"cell_type": "markdown"}]}'])
+def test_a_notebook_it_cannot_read_is_copied_as_it_is(raw):
+    assert workspace.render(raw, set(), set()) == raw
+
+
 def test_links_follow_the_solutions_into_an_untouched_copy_only(course, tmp_path):
     for name in LESSONS[:2]:
         sol = name.replace(".ipynb", "_solution.ipynb")
