@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import noise, timing
+from ..trace import tf32_enabled
 from .features import problem
 from .strategies import _any_autocast, _autocast_on, _compute_dtype, _norm_dim, FUNCTIONS, laid_out, STRATEGIES
 
@@ -53,6 +54,7 @@ class Choice:
     noisy: list[str] = field(default_factory=list)
     busy: str = ""  # why the machine looked busy while tuning ("" when it did not)
     rounds: int = 0  # paired rounds of the near-ties (what `medians` holds for them comes from those rounds)
+    tf32: list[str] = field(default_factory=list)  # strategies whose float32 work ran in TF32 while timed
 
     def describe(self) -> str:
         dev, dtype, G, K, O, rows, tail, training, bias = self.key
@@ -62,13 +64,16 @@ class Choice:
         lines = [head]
         best = min(self.medians.values()) if self.medians else float("nan")
         for s, m in sorted(self.medians.items(), key=lambda kv: kv[1]):
-            flag = "  ⚠ noisy" if s in self.noisy else ""
+            flag = ("  TF32" if s in self.tf32 else "") + ("  ⚠ noisy" if s in self.noisy else "")
             lines.append(f"  {s:<16}{timing.fmt_time(m):>10}  {m / best:5.2f}× the fastest{flag}")
         for s, why in self.skipped.items():
             lines.append(f"  {s:<16}  not timed: {why}")
         if self.rounds:
             lines.append(f"  (times: each strategy's fastest sample; near-ties: from the paired ratios over "
                          f"{self.rounds} paired rounds in alternating order)")
+        if self.tf32:
+            lines.append(f"  TF32: {', '.join(self.tf32)} ran float32 work in TF32 here (10-bit mantissa; "
+                         f"{_TF32_WHY}): faster, not as exact as the others")
         if self.busy:
             lines.append(f"  ⚠ the machine looked busy while tuning ({self.busy}): the choice may be off. "
                          "Tune again when it is quieter (GL.clear_cache()), or pass strategy=...")
@@ -151,7 +156,7 @@ def _time_strategies(names, x, weight, bias, dim, training: bool, budget: float,
                 continue
         share = max(left / (len(names) - i), 0.01)
         t = timing.measure(calls[name], label=name, min_run_time=min(0.02, share / 4), warmup=1, min_samples=8,
-                           max_time=share, block=TUNE_BLOCK_S)
+                           max_time=share, block=TUNE_BLOCK_S, device=x.device)  # a closure: say where it runs
         medians[name] = t.least  # ranking ways to do the same work: noise only adds time (Timing.least)
         if t.noisy:
             noisy.append(name)
@@ -193,6 +198,18 @@ def _paired_leader(cmp, names: list[str]) -> str | None:
         if all(cmp.ratio(n, m).median <= 1.0 for m in names if m != n):
             return n
     return None
+
+
+_TF32_WHY = "cuDNN's default for convolutions; cuBLAS's for GEMMs only when turned on"
+
+
+def _tf32_strategies(device: torch.device, dtype: torch.dtype, names) -> list[str]:
+    """The strategies whose float32 work runs in TF32 on this device now: a CUDA GPU with TF32 (compute
+    capability 8.0+), 'conv' while cuDNN may (its default), the GEMM strategies while cuBLAS may."""
+    if device.type != "cuda" or dtype != torch.float32 or torch.cuda.get_device_capability(device) < (8, 0):
+        return []
+    conv, gemm = tf32_enabled("conv"), tf32_enabled("matmul")
+    return [n for n in names if (conv if n == "conv" else gemm)]
 
 
 def _busy(spread: float, noisy: int, timed: int) -> str:
@@ -286,7 +303,7 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
     if len(finalists) > 1 and left > 0:
         calls = _calls(finalists, x, weight, bias, dim, training)
         cmp = noise.compare(calls, rounds=5, max_rounds=15, max_time=left, statistic="least", block=TUNE_BLOCK_S,
-                            min_run_time=FINAL_ROUND_S)
+                            min_run_time=FINAL_ROUND_S, device=x.device)
         rounds = len(cmp.rounds[finalists[0]])
         lead = _paired_leader(cmp, finalists) or min(finalists, key=cmp.median)  # (or: a cycle)
         # One scale for the whole table: the leader keeps its time from the looks (the others' too were
@@ -297,7 +314,7 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
         spread = max((cmp.ratio(n, lead).spread for n in finalists if n != lead), default=0.0)
     best = lead or min(medians, key=medians.get)
     choice = Choice(key, best, medians, skipped, time.perf_counter() - t0, noisy,
-                    _busy(spread, len(noisy), len(medians)), rounds)
+                    _busy(spread, len(noisy), len(medians)), rounds, _tf32_strategies(x.device, dtype, medians))
     if strategies is None:
         _CACHE[key] = _EXACT[exact] = choice
     return choice

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import noise, roofline, timing
+from .. import noise, roofline, timing, trace
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table
@@ -67,14 +67,45 @@ def reproduce(device=None, params: dict | None = None, min_run_time: float = 0.1
         x, g = torch.randn(N, C, L, device=dev), torch.randn(N, C, L, device=dev)
         with ctx():
             for name, m in models.items():
-                out["forward"].append(timing.measure(_fwd, m, x, label=name, min_run_time=min_run_time,
-                                                     max_time=max_time))
+                out["forward"].append(timing.measure(_fwd, m, x, label=_label(name, dev, amp_dtype),
+                                                     min_run_time=min_run_time, max_time=max_time, device=dev))
         with ctx():
             for name, m in models.items():
                 opt = torch.optim.Adam(m.parameters(), lr=1e-6)
-                out["training step"].append(timing.measure(_train, m, opt, x, g, label=name,
-                                                           min_run_time=min_run_time, max_time=max_time))
+                out["training step"].append(timing.measure(_train, m, opt, x, g, label=_label(name, dev, amp_dtype),
+                                                           min_run_time=min_run_time, max_time=max_time, device=dev))
     return out, models
+
+
+def _label(name: str, dev: torch.device, amp_dtype) -> str:
+    """A module's timing label, with " (TF32)" where its float32 work runs in TF32 on this GPU (`tf32_note`)."""
+    tf32 = amp_dtype is None and _tf32_here(dev) and trace.tf32_enabled("conv" if "Conv1d" in name else "matmul")
+    return f"{name} (TF32)" if tf32 else name
+
+
+def _tf32_here(dev: torch.device) -> bool:
+    return dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 0)
+
+
+def tf32_note(device=None, dtype=torch.float32) -> str:
+    """Which of this lesson's timings on `device` are TF32, in one sentence; "" where none can be (a CPU, a
+    GPU without TF32 tensor cores, a dtype other than float32). cuDNN runs float32 convolutions in TF32 by
+    default, cuBLAS runs float32 GEMMs in full float32 by default: then the grouped Conv1d (and GroupedLinear
+    where it picks 'conv') is timed in TF32 against GEMMs in float32 (`roofline.tf32_settings()`)."""
+    dev = _device.pick(device)
+    if dtype != torch.float32 or not _tf32_here(dev):
+        return ""
+    conv, gemm = trace.tf32_enabled("conv"), trace.tf32_enabled("matmul")
+    if conv and gemm:
+        return "TF32 on this GPU: every float32 timing here is TF32 (cuDNN's default, and TF32 turned on for matmuls)."
+    if conv:
+        return ("TF32 on this GPU: the grouped Conv1d's float32 timings (GroupedLinear's too where it picks 'conv') "
+                "are TF32 timings: cuDNN runs float32 convolutions in TF32 by default "
+                "(torch.backends.cudnn.conv.fp32_precision = 'tf32'), while the GEMM variants run in full float32.")
+    if gemm:
+        return ("TF32 on this GPU: the GEMM variants' float32 timings are TF32 (turned on for matmuls); the grouped "
+                "Conv1d's are full float32 (cuDNN's TF32 turned off).")
+    return ""
 
 
 def _amp_dtype(amp: str, dev: torch.device) -> torch.dtype:
@@ -91,14 +122,14 @@ def reproduce_summary(t: dict) -> str:
     ratio whose two timings spread too much is "not decided on this run" instead of a verdict."""
     lines = []
     for kind, ts in t.items():
-        by = {tm.label: tm for tm in ts}
+        by = {tm.label.removesuffix(" (TF32)"): tm for tm in ts}
         slow, conv, fast = by["SlowGroups (loop)"], by["grouped Conv1d"], by["GroupedLinear(auto)"]
         said = [f"{name}: " + noise.from_timings(a, b).say("{r:.2f}×", tie="{r:.2f}× (the same within 5%)")
                 for name, a, b in (("Conv1d / loop", conv, slow), ("GroupedLinear(auto) / loop", fast, slow),
                                    ("GroupedLinear(auto) / Conv1d", fast, conv))]
         lines.append(f"{kind}, time over time: " + "; ".join(said) + ".")
-    conv_fwd = next((tm for tm in t.get("forward", []) if tm.label == "grouped Conv1d"), None)
-    conv_train = next((tm for tm in t.get("training step", []) if tm.label == "grouped Conv1d"), None)
+    conv_fwd = next((tm for tm in t.get("forward", []) if tm.label.startswith("grouped Conv1d")), None)
+    conv_train = next((tm for tm in t.get("training step", []) if tm.label.startswith("grouped Conv1d")), None)
     if conv_fwd and conv_train and conv_fwd.median > conv_train.median:
         lines.append("⚠ grouped Conv1d's forward measured slower than its whole training step, which includes "
                      "that forward: suspect (a slow moment, or a backend choice that differs between the two); "
@@ -118,7 +149,9 @@ def precision_model(params: dict | None = None, gpus=roofline.MODEL_GPUS, traini
     """Roofline floors (model, from datasheet peaks; not measurements) of a training step at the thread's
     shape in float32, float16 and bfloat16, per GPU: the mixed-precision side of the replier's fp16 run.
     The work is traced once on meta in float32; in fp16/bf16 the same ops move 2-byte elements (half the
-    bytes, the same FLOPs and launches). A GPU without bf16 hardware (T4) says so. The grouped Conv1d's floor assumes its kernels run at the GEMM peak, which the thread
+    bytes, the same FLOPs and launches). A GPU without bf16 hardware (T4) says so. float32 is PyTorch's default:
+    GEMMs in full float32, the grouped Conv1d's convolutions in TF32 where the GPU has it (cuDNN's default; the
+    trace marks them). The grouped Conv1d's floor assumes its kernels run at that peak, which the thread
     suggests they do not."""
     p = {**THREAD_SHAPE, **(params or {})}
     lesson = TRAIN_LESSON if training else LESSON
@@ -137,7 +170,8 @@ def precision_model(params: dict | None = None, gpus=roofline.MODEL_GPUS, traini
             rows.append((gpu, v, *cells))
     shape = ", ".join(f"{k} {v}" for k, v in p.items())
     return (text_table(rows) + f"\n{'training step' if training else 'forward'} at {shape}; floors from datasheet "
-            "peaks (float32 without TF32, fp16/bf16 tensor cores) and an assumed 5 µs per op: a model, not a measurement.")
+            "peaks (float32: GEMMs without TF32, convolutions in TF32 where the GPU has it, PyTorch's defaults; "
+            "fp16/bf16 tensor cores) and an assumed 5 µs per op: a model, not a measurement.")
 
 
 # --- the GPU step model: what "near its floor" means at the thread's shape -------------------------------

@@ -120,7 +120,7 @@ def optimizer_timings(device=None, groups: int = 64, group_size: int = 32, min_r
         opt = torch.optim.Adam(params, lr=1e-6)
         opt.step()  # state created outside the clock
         steps[label] = opt.step
-    return noise.compare(steps, rounds=rounds, min_run_time=min_run_time, max_time=max_time)
+    return noise.compare(steps, rounds=rounds, min_run_time=min_run_time, max_time=max_time, device=dev)
 
 
 OPT_LOOP, OPT_STACKED = "Adam over 2·G tensors", "Adam over 2 stacked tensors"

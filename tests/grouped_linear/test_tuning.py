@@ -221,3 +221,42 @@ def test_every_strategy_but_block_diagonal_is_called_twice_untimed_before_the_fi
     events.clear()
     GL._time_strategies(["einsum", "bmm"], x, w, b, 1, False, 10.0, ordered=True)  # the second look
     assert events == [("timed", "einsum"), ("timed", "bmm")]  # its order, and no untimed calls
+
+
+def test_tuning_tells_the_harness_where_its_calls_run(monkeypatch):
+    """Its calls are zero-argument closures: without device= the harness labelled them "cpu" and, on a GPU,
+    timed them in CPU blocks (the H200 run's tuning)."""
+    seen = []
+    real = timing.measure
+
+    def spy(fn, *args, **kwargs):
+        seen.append(kwargs.get("device"))
+        return real(fn, *args, **{**kwargs, "min_run_time": 0.001, "max_time": 0.01})
+
+    monkeypatch.setattr(timing, "measure", spy)
+    x, w, b = torch.randn(8, 12), torch.randn(3, 4, 4), torch.randn(3, 4)
+    GL.tune(x, w, b, training=False, budget=0.2)
+    assert seen and set(seen) == {x.device}
+
+
+def test_explain_marks_the_strategies_that_ran_in_tf32():
+    from tests.lesson03.helpers import tf32_restored
+
+    names = ["bmm", "conv", "einsum", "matmul_channels"]
+    assert GL_tuning._tf32_strategies(torch.device("cpu"), torch.float32, names) == []  # a CPU has no TF32
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("needs a GPU with TF32 (or -p tests.simgpu --simulate-gpu=h100)")
+    dev = torch.device("cuda")
+    with tf32_restored():
+        assert GL_tuning._tf32_strategies(dev, torch.float32, names) == ["conv"]  # PyTorch's defaults
+        assert GL_tuning._tf32_strategies(dev, torch.float16, names) == []
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = False
+        assert GL_tuning._tf32_strategies(dev, torch.float32, names) == ["bmm", "einsum", "matmul_channels"]
+    layer = GroupedLinear(2, 4, 4, device=dev)
+    with torch.no_grad():
+        layer(torch.randn(8, 8, device=dev))
+    choice = next(iter(GL.cache().values()))
+    assert choice.tf32 == [n for n in choice.medians if n == "conv"]
+    if "conv" in choice.medians:
+        assert "TF32: conv ran float32 work in TF32 here" in layer.explain()

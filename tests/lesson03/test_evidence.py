@@ -109,3 +109,21 @@ def test_a_call_that_cannot_be_traced_on_meta_gets_the_tf32_tolerance_where_a_ba
     assert may_use_tf32(host_read, (x,), "cuda", torch.float32)  # defaults: conv TF32, matmul not
     assert not may_use_tf32(host_read, (x,), "cpu", torch.float32)
     assert not may_use_tf32(host_read, (x,), "cuda", torch.float16)
+
+
+def test_gpu_conv1d_timings_say_they_are_tf32(one_thread):
+    assert evidence.tf32_note("cpu") == "" and evidence.tf32_note("cpu", torch.float16) == ""
+    if not torch.cuda.is_available():
+        pytest.skip("the CUDA branch: run with -p tests.simgpu --simulate-gpu=h100 (or on a GPU)")
+    has_tf32 = torch.cuda.get_device_capability() >= (8, 0)  # a T4 has none: nothing to label there
+    t, _models = L.reproduce("cuda", SMALL, min_run_time=0.01, max_time=0.2)
+    labels = [tm.label for tm in t["training step"]]
+    assert labels == ["SlowGroups (loop)", "grouped Conv1d (TF32)" if has_tf32 else "grouped Conv1d",
+                      "GroupedLinear(auto)"]
+    assert "Conv1d / loop: " in L.reproduce_summary(t)
+    note = evidence.tf32_note("cuda")
+    assert ("grouped Conv1d's float32 timings" in note and "cudnn.conv.fp32_precision" in note) == has_tf32
+    assert ("TF32" in L.explorer("cuda").lesson.title) == has_tf32
+    with tf32_restored():
+        torch.backends.cudnn.allow_tf32 = False
+        assert evidence.tf32_note("cuda") == "" and evidence.tf32_note("cuda", torch.float16) == ""
