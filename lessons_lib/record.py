@@ -208,8 +208,8 @@ def check_device(text: str | None) -> torch.device:
         raise Refused(f"--device {text!r}: record measures on cpu, cuda or cuda:N only.")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise Refused("--device cuda: this machine has no usable CUDA GPU (torch.cuda.is_available() is "
-                          "False): use --device cpu.")
+            raise Refused(f"--device {text!r}: this machine has no usable CUDA GPU (torch.cuda.is_available() "
+                          "is False): use --device cpu.")
         count = torch.cuda.device_count()
         if dev.index is not None and dev.index >= count:
             raise Refused(f"--device {text!r}: this machine has {count} CUDA device{'s' if count != 1 else ''} "

@@ -1,0 +1,313 @@
+"""The GPU validation run (.ci/gpu-validate): six stages in order, each within its time budget.
+
+    python3 .ci/gpu_validate.py [--dry-run] [--only STAGES] [--budget STAGE=S ...] [--notebooks NAMES]
+
+Stages: env, claims, record, probes, notebooks, unit (gpu_validate_stages.py runs each). A stage whose
+budget runs out is stopped (SIGINT, so pytest still prints its summary; then SIGTERM, then SIGKILL to
+every process it started), its log says so, and the next stage starts. Results go to $OUT as they
+come, at most 8 files and no folders (a device machine returns 8 files): summary.txt (rewritten after
+every stage), env.txt, claims.log, record.log, <device>.json, probes.log, notebooks.tar.gz, unit.log.
+The exit status is 1 if any stage failed or was stopped, after every stage has run.
+
+--dry-run runs every stage on this machine's CPU with tiny budgets and cheap stand-ins where a stage
+needs CUDA (gpu_validate_dry.py): it proves the plumbing (budgets, stops, logs, files), not the course.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGES = ("env", "claims", "record", "probes", "notebooks", "unit")
+OUT_FILES = 8  # what a device machine returns from $OUT
+
+# Budgets in seconds: (planned, takes the time earlier stages left unused). From the H200 run of
+# 2026-11-26 (shared/gpu/runs/h200-2026-11-26), on an H100 or H200 with 16 cores. They add up to
+# 410 s, so the run ends by about 7 minutes; the device command's own limit (10 min) is never reached.
+BUDGETS = {
+    # nvidia-smi, torch's view of the GPU and the carried wheels' install: 9 s on the H200.
+    "env": (20, False),
+    # 82 s alone on the H200 for 47 tests, collection included, 39 s of it one sweep (03); the rest
+    # under 11 s each. One process (per-test timeout 60 s), restarted past a test that kills it.
+    "claims": (95, False),
+    # --quick took 11.6, 15.5 and 11.4 s for lessons 00-02 on the H200 and over 92 s in 03 (it reached
+    # no further in 130 s): 8 lessons at ~13 s is ~105 s. Each lesson is capped (CAPS below), so one slow
+    # lesson costs its cap and the others still record; earlier stages' spare seconds come here too.
+    "record": (100, True),
+    # A probe promises < 30 s on an H100 (HELPERS.md); each is capped at that.
+    "probes": (40, False),
+    # 16 notebooks one at a time. On the H200 they took 8-125 s each (cells summed: lessons 31-119 s,
+    # solutions 8-29 s), but four ran at once beside the unit suite, where CPU-only cells ran 5-25x
+    # slower than alone; alone, a lesson's paired timing rounds (a few seconds each) set the floor.
+    # The likeliest stage to run out: it gets every second the stages before it left unused, runs
+    # the lessons before the solutions, and the summary prints the command that runs the rest.
+    "notebooks": (115, True),
+    # ~1150 tests; with 4 workers beside four notebooks the H200 reached 96% in 240 s. Here 12 workers
+    # have the machine to themselves; it streams one line a test (a stopped run still names failures).
+    "unit": (40, True),
+}
+# Per-item caps inside a stage (seconds): a claim test, a lesson's record, a probe, a notebook, a unit test.
+CAPS = {"claims": 60, "record": 25, "probes": 30, "notebooks": 90, "unit": 120}
+KILL_GRACE = (6.0, 2.0)  # seconds after SIGINT, then after SIGTERM, before SIGKILL
+
+
+@dataclass
+class Outcome:
+    """What a stage found: 'passed', 'failed' or 'stopped' (its budget ran out), and the names that failed."""
+
+    result: str
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Ctx:
+    """Everything a stage needs: where things are, the plan, and the environment for its processes."""
+
+    out: Path
+    work: Path
+    dry: bool
+    budgets: dict
+    caps: dict
+    env: dict
+    cores: int
+    notebooks: list[Path]
+    standins: dict = field(default_factory=dict)  # dry run: stage -> stand-in paths
+    has_timeout_plugin: bool = False  # pytest-timeout and pytest-xdist, as env found them
+    has_xdist: bool = False
+    reruns: list[str] = field(default_factory=list)  # commands that run what a stop left out
+
+
+# --- running one command within a deadline --------------------------------------------------------
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under `pid` (a notebook's kernel starts its own session: killpg misses it)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _signal_all(pids: list[int], sig) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGINT (pytest prints its summary, nbclient shuts its kernel down), then SIGTERM, then SIGKILL."""
+    for sig, wait in ((signal.SIGINT, KILL_GRACE[0]), (signal.SIGTERM, KILL_GRACE[1]), (signal.SIGKILL, 5.0)):
+        pids = [proc.pid] + _descendants(proc.pid)
+        _signal_all(pids, sig)
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        _signal_all(_descendants(proc.pid) + [p for p in pids if p != proc.pid], signal.SIGKILL)
+        return
+
+
+def run(cmd: list[str], log: Path, deadline: float, ctx: Ctx, env: dict | None = None,
+        header: str = "", cwd: Path = ROOT) -> tuple[int | None, bool]:
+    """Run `cmd` (from the project root), its output appended to `log`, until `deadline` (time.monotonic()).
+    (exit status, stopped): stopped is True when the deadline stopped it."""
+    with open(log, "ab") as f:
+        if header:
+            f.write(f"{header}\n".encode())
+            f.flush()
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env or ctx.env,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=max(0.1, deadline - time.monotonic())), False
+        except subprocess.TimeoutExpired:
+            stop(proc)
+            f.write(b"\n[gpu-validate] STOPPED here: the time given to this ran out\n")
+            return proc.returncode, True
+
+
+# --- budgets, the summary, the files ------------------------------------------------------------
+
+
+def given_budget(stage: str, plan: list[str], budgets: dict, elapsed: float) -> float:
+    """This stage's seconds: its planned budget, less what earlier stages overran, plus (if it takes
+    them) what they left unused. The run ends by the plan's total, whatever each stage does."""
+    upto = plan[: plan.index(stage) + 1]
+    cumulative = sum(budgets[s][0] for s in upto)
+    planned, rollover = budgets[stage]
+    left = cumulative - elapsed
+    return max(min(planned, 5.0), left if rollover else min(planned, left))
+
+
+def write_summary(ctx: Ctx, head: str, rows: list[tuple], current: str = "") -> None:
+    lines = [head, "", f"{'stage':<11}{'planned':>8}{'given':>7}{'used':>7}  result   what failed or was left",
+             "-" * 96]
+    for stage, planned, given, used, outcome in rows:
+        what = "; ".join(outcome.failures + outcome.notes) if outcome else ""
+        lines.append(f"{stage:<11}{planned:>8.0f}{given:>7.0f}{used:>7.0f}  {outcome.result if outcome else '':<8} {what}")
+    if current:
+        lines.append(f"{current:<11}   (running now)")
+    total = sum(r[1] for r in rows if r[4] and r[4].result != "skipped")
+    used = sum(r[3] for r in rows)
+    bad = [r[0] for r in rows if r[4] and r[4].result in ("failed", "stopped")]
+    if not current:
+        lines += ["-" * 96, f"{'total':<11}{total:>8.0f}{'':>7}{used:>7.0f}  "
+                  + ("passed" if not bad else f"FAILED ({', '.join(bad)})")]
+    nb_log = ctx.work / "nb" / "notebooks.log"
+    if nb_log.exists():
+        lines += ["", "notebooks (one line each; executed copies in notebooks.tar.gz):"]
+        lines += [f"  {line}" for line in nb_log.read_text().splitlines()]
+    if ctx.reruns:
+        lines += ["", "to run what was left out (a second device call; carry .whl again):"]
+        lines += [f"  {cmd}" for cmd in ctx.reruns]
+    (ctx.out / "summary.txt").write_text("\n".join(lines) + "\n")
+
+
+OURS = ("summary.txt", "env.txt", "claims.log", "record.log", "probes.log", "notebooks.tar.gz", "unit.log")
+
+
+def fresh_out(out: Path) -> Path:
+    """$OUT, made or emptied of an earlier run's files; anything else there is refused, never deleted."""
+    out.mkdir(parents=True, exist_ok=True)
+    strangers = [p.name for p in out.iterdir() if not (p.is_file() and (p.name in OURS or p.suffix == ".json"))]
+    if strangers:
+        sys.exit(f"gpu-validate: {out} holds files this run did not write ({', '.join(strangers[:5])}): "
+                 "give an empty or new folder as $OUT / --out")
+    for old in out.iterdir():
+        old.unlink()
+    return out
+
+
+def tidy_out(out: Path) -> list[str]:
+    """Leave only plain files in $OUT, at most OUT_FILES of them; returns what was removed."""
+    removed = []
+    for path in sorted(out.iterdir()):
+        if path.name.startswith(".") or not path.is_file():
+            removed.append(path.name)
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    files = sorted(p for p in out.iterdir() if p.name != "summary.txt")
+    for extra in files[OUT_FILES - 1:]:
+        removed.append(extra.name)
+        extra.unlink()
+    return removed
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+
+def _parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dry-run", action="store_true", default=os.environ.get("GPU_VALIDATE_DRY_RUN") == "1",
+                    help="every stage on this CPU with tiny budgets and stand-ins (also GPU_VALIDATE_DRY_RUN=1)")
+    ap.add_argument("--only", default=None, help=f"comma-separated stages to run (env always runs): {','.join(STAGES)}")
+    ap.add_argument("--budget", action="append", default=[], metavar="STAGE=S", help="a stage's planned seconds")
+    ap.add_argument("--cap", action="append", default=[], metavar="STAGE=S", help="a per-item cap in a stage")
+    ap.add_argument("--notebooks", default=None, help="comma-separated notebook names (00_timing_honestly, "
+                    "solutions/07_capstone_solution): only these, in this order")
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "gpu-out"))
+    a = ap.parse_args(argv)
+    plan = list(STAGES)
+    if a.only:
+        wanted = [s.strip() for s in a.only.split(",") if s.strip()]
+        bad = [s for s in wanted if s not in STAGES]
+        if bad:
+            ap.error(f"unknown stage(s) {bad}: choose from {', '.join(STAGES)}")
+        plan = [s for s in STAGES if s == "env" or s in wanted]
+    return a, plan
+
+
+def _overrides(items: list[str], table: dict, what: str) -> dict:
+    table = dict(table)
+    for item in items:
+        stage, _, seconds = item.partition("=")
+        if stage not in table or not seconds.replace(".", "", 1).isdigit():
+            sys.exit(f"gpu-validate: --{what} {item!r}: use STAGE=SECONDS with a stage of {', '.join(table)}")
+        table[stage] = (float(seconds), table[stage][1]) if isinstance(table[stage], tuple) else float(seconds)
+    return table
+
+
+def pick_notebooks(names: str | None) -> list[Path]:
+    """The lessons in course order, then their solutions (paths from the root); or those named, in order."""
+    every = [p.relative_to(ROOT) for p in sorted(ROOT.glob("notebooks/[0-9][0-9]_*.ipynb"))
+             + sorted(ROOT.glob("notebooks/solutions/[0-9][0-9]_*.ipynb"))]
+    if not names:
+        return every
+    by_name = {str(p.relative_to("notebooks").with_suffix("")): p for p in every}
+    chosen = [n.strip().removeprefix("notebooks/").removesuffix(".ipynb") for n in names.split(",") if n.strip()]
+    bad = [n for n in chosen if n not in by_name]
+    if bad:
+        sys.exit(f"gpu-validate: --notebooks: no notebook {bad}; choose from {', '.join(by_name)}")
+    return [by_name[n] for n in chosen]
+
+
+def main(argv=None) -> int:
+    import gpu_validate_stages as stages  # beside this file
+
+    a, plan = _parse_args(argv)
+    out = fresh_out(Path(a.out).resolve())
+    work = Path(tempfile.mkdtemp(prefix="gpu-validate-"))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / ".ci")] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    ctx = Ctx(out=out, work=work, dry=a.dry_run, budgets=BUDGETS, caps=CAPS, env=env,
+              cores=os.cpu_count() or 1, notebooks=pick_notebooks(a.notebooks))
+    if ctx.dry:
+        import gpu_validate_dry
+
+        gpu_validate_dry.prepare(ctx)
+    ctx.budgets = _overrides(a.budget, ctx.budgets, "budget")
+    ctx.caps = _overrides(a.cap, ctx.caps, "cap")
+    head = (f"gpu-validate{' DRY RUN (CPU, stand-ins: proves budgets and files, not the course)' if ctx.dry else ''}"
+            f" · started {time.strftime('%Y-%m-%d %H:%M:%S')} · {ctx.cores} CPU cores · stages {', '.join(plan)}\n"
+            f"budgets in seconds: planned; given = planned, less what earlier stages overran, plus for record, "
+            f"notebooks and unit what they left unused")
+    t0, rows = time.monotonic(), []
+    for stage in STAGES:
+        if stage not in plan:
+            rows.append((stage, 0, 0, 0, Outcome("skipped", notes=["not in --only"])))
+            continue
+        given = given_budget(stage, plan, ctx.budgets, time.monotonic() - t0)
+        write_summary(ctx, head, rows, current=stage)
+        start = time.monotonic()
+        print(f"[gpu-validate] {stage}: {given:.0f} s", flush=True)
+        try:
+            outcome = getattr(stages, stage)(ctx, start + given)
+        except Exception as err:  # the driver's own bug must not cost the other stages
+            outcome = Outcome("failed", [f"gpu-validate itself: {type(err).__name__}: {err}"])
+        used = time.monotonic() - start
+        rows.append((stage, ctx.budgets[stage][0], given, used, outcome))
+        print(f"[gpu-validate] {stage}: {outcome.result} after {used:.0f} s "
+              f"{'; '.join(outcome.failures + outcome.notes)[:300]}", flush=True)
+    removed = tidy_out(out)
+    if removed:
+        rows[-1][4].notes.append(f"removed from $OUT (over {OUT_FILES} files or not plain files): {', '.join(removed)}")
+    write_summary(ctx, head, rows)
+    if not os.environ.get("GPU_VALIDATE_KEEP_WORK"):
+        shutil.rmtree(work, ignore_errors=True)
+    sys.stdout.write((out / "summary.txt").read_text())
+    return 0 if all(r[4].result in ("passed", "skipped") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import gpu_validate  # one copy of this module (the stages import it by that name), not __main__ too
+
+    sys.exit(gpu_validate.main())

@@ -1,0 +1,167 @@
+""".ci/gpu-validate: each stage keeps to its budget, writes its results as it goes, and $OUT holds at most
+8 plain files (what a device machine returns). The end-to-end dry run (CPU, stand-ins) is marked slow;
+the rest checks each part alone, in seconds."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / ".ci"))
+import gpu_validate as gv  # noqa: E402
+import gpu_validate_stages as stages  # noqa: E402
+
+ROW = re.compile(r"^(env|claims|record|probes|notebooks|unit)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\w+)\s*(.*)$", re.M)
+
+
+def _ctx(tmp_path, **kw) -> gv.Ctx:
+    out, work = tmp_path / "out", tmp_path / "work"
+    out.mkdir()
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / ".ci")])}
+    return gv.Ctx(out=out, work=work, dry=True, budgets=dict(gv.BUDGETS), caps=dict(gv.CAPS), env=env, cores=2,
+                  notebooks=[], **kw)
+
+
+def test_the_budgets_end_the_run_within_seven_minutes_and_the_lead_call_leaves_room():
+    assert set(gv.BUDGETS) == set(gv.STAGES)
+    assert sum(planned for planned, _ in gv.BUDGETS.values()) <= 7 * 60
+    header = (ROOT / ".ci" / "gpu-validate").read_text()
+    call = re.search(r'run\(command="bash \.ci/gpu-validate", carry=\["\.whl"\], timeout_s=(\d+)\)', header)
+    assert call, "the header names the device call the lead makes"
+    assert sum(p for p, _ in gv.BUDGETS.values()) + 60 <= int(call.group(1)) <= 600  # stops and start-up fit
+
+
+def test_a_stage_gets_what_earlier_stages_left_only_if_it_takes_it_and_pays_for_overruns():
+    budgets = {"a": (10, False), "b": (20, False), "c": (30, True)}
+    plan = ["a", "b", "c"]
+    assert gv.given_budget("b", plan, budgets, elapsed=4) == 20  # a left 6 s: b does not take them
+    assert gv.given_budget("c", plan, budgets, elapsed=14) == 46  # c takes the 16 s a and b left
+    assert gv.given_budget("b", plan, budgets, elapsed=13) == 17  # a overran by 3 s: b pays
+    assert gv.given_budget("c", plan, budgets, elapsed=200) == 5  # never less than a start
+
+
+def test_run_stops_a_command_and_every_process_it_started_at_the_deadline(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    script = ("import subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+              f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+              "print('started', flush=True)\ntime.sleep(600)\n")
+    ctx, log = _ctx(tmp_path), tmp_path / "x.log"
+    rc, stopped = gv.run([sys.executable, "-c", script], log, time.monotonic() + 3, ctx)
+    assert stopped and rc != 0
+    assert "STOPPED here" in log.read_text() and "started" in log.read_text()
+    child = int(pid_file.read_text())  # in its own session, as a notebook's kernel is: killed too
+    for _ in range(50):
+        try:
+            state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break
+        if state in ("Z", "X"):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the child {child} still runs")
+
+
+def test_out_keeps_at_most_eight_plain_files_and_a_stranger_folder_is_refused(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in gv.OURS + ("x.json", "y.json", "z.json"):
+        (out / name).write_text("x")
+    (out / "sub").mkdir()
+    (out / ".hidden.tmp").write_text("x")
+    removed = gv.tidy_out(out)
+    left = list(out.iterdir())
+    assert len(left) <= gv.OUT_FILES and all(p.is_file() for p in left) and (out / "summary.txt").exists()
+    assert "sub" in removed and ".hidden.tmp" in removed
+    assert gv.fresh_out(out) == out and not list(out.iterdir())  # an earlier run's files: emptied
+    (out / "precious.txt").write_text("mine")
+    with pytest.raises(SystemExit, match="did not write"):
+        gv.fresh_out(out)
+    assert (out / "precious.txt").read_text() == "mine"
+
+
+def test_notebooks_are_lessons_then_solutions_and_can_be_named():
+    every = gv.pick_notebooks(None)
+    names = [str(p) for p in every]
+    assert names == sorted(n for n in names if "solutions" not in n) + sorted(n for n in names if "solutions" in n)
+    assert len(every) == len(list(ROOT.glob("notebooks/**/[0-9][0-9]_*.ipynb")))
+    assert gv.pick_notebooks("solutions/07_capstone_solution, 00_timing_honestly") == [
+        Path("notebooks/solutions/07_capstone_solution.ipynb"), Path("notebooks/00_timing_honestly.ipynb")]
+    with pytest.raises(SystemExit, match="nosuch"):
+        gv.pick_notebooks("nosuch")
+
+
+def test_a_notebook_stage_out_of_time_lists_each_as_not_run_and_the_command_for_the_rest(tmp_path):
+    ctx = _ctx(tmp_path)
+    ctx.notebooks = [Path("notebooks/00_timing_honestly.ipynb"), Path("notebooks/solutions/07_capstone_solution.ipynb")]
+    outcome = stages.notebooks(ctx, time.monotonic() + 1)
+    assert outcome.result == "stopped"
+    with tarfile.open(ctx.out / "notebooks.tar.gz") as tar:
+        log = tar.extractfile("notebooks.log").read().decode()
+    assert log.count("NOT RUN") == 2
+    assert ctx.reruns == ["bash .ci/gpu-validate --only notebooks --notebooks "
+                          "00_timing_honestly,solutions/07_capstone_solution"]
+
+
+def test_pytest_outcomes_name_failures_crashes_and_the_test_running_at_a_stop(tmp_path):
+    events = tmp_path / "e"
+    events.write_text("start\tt::a\ndone\tt::a\tPASSED\nstart\tt::b\ndone\tt::b\tFAILED\nstart\tt::c\n")
+    done, running = stages._events(events)
+    assert done == {"t::a": "PASSED", "t::b": "FAILED"} and running == ["t::c"]
+    stopped = stages._pytest_outcome(done, [], running, True, None)
+    assert stopped.result == "stopped" and "t::b FAILED" in stopped.failures and "t::c" in stopped.notes[-1]
+    crashed = stages._pytest_outcome(done, ["t::c"], [], False, 0)
+    assert crashed.result == "failed" and "t::c CRASHED (its process died)" in crashed.failures
+
+
+def test_the_stream_plugin_prints_each_traceback_as_it_happens_and_logs_events(tmp_path):
+    (tmp_path / "test_x.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 2 + 2 == 5, 'arith'\n")
+    events = tmp_path / "events"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / ".ci"), "GPU_VALIDATE_EVENTS": str(events)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-p",
+                           "gpu_validate_stream", "-v", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    out = proc.stdout
+    assert "---- test_x.py::test_bad failed in call:" in out and "arith" in out
+    assert out.index("---- test_x.py::test_bad failed") < out.index("short test summary")  # before the end
+    assert stages._events(events) == ({"test_x.py::test_ok": "PASSED", "test_x.py::test_bad": "FAILED"}, [])
+
+
+@pytest.mark.slow
+def test_the_dry_run_keeps_each_stage_to_its_budget_and_writes_its_results(tmp_path):
+    """Every stage on this CPU with stand-ins (gpu_validate_dry.py): 1-2 minutes on a busy 2-core machine."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(ROOT / ".ci" / "gpu_validate.py"), "--dry-run", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=590)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # stand-ins fail on purpose
+    summary = (out / "summary.txt").read_text()
+    rows = {m.group(1): m.groups()[1:] for m in ROW.finditer(summary)}
+    assert set(rows) == set(gv.STAGES), summary
+    for stage, (planned, given, used, result, what) in rows.items():
+        assert int(used) <= int(given) + sum(gv.KILL_GRACE) + 3, f"{stage} overran its budget:\n{summary}"
+    # claims was given too little on purpose: stopped, and saying what it saw; the next stage still ran
+    assert rows["claims"][3] == "stopped", summary
+    assert "test_a_claim_that_fails FAILED" in rows["claims"][4] and "CRASHED" in rows["claims"][4]
+    claims_log = (out / "claims.log").read_text()
+    assert "the stand-in's bar" in claims_log and "STOPPED here" in claims_log
+    assert rows["record"][3] == "passed", summary
+    (recorded,) = out.glob("*.json")
+    assert "00_timing" in json.loads(recorded.read_text())["lessons"]
+    assert "hanging_probe.py stopped at its cap" in rows["probes"][4] and "failing_probe.py exit 3" in rows["probes"][4]
+    with tarfile.open(out / "notebooks.tar.gz") as tar:
+        nb_log = tar.extractfile("notebooks.log").read().decode()
+        raised = json.loads(tar.extractfile("notebooks/00_raises.ipynb").read())
+    assert "STOPPED notebooks/solutions/00_sleeps_solution.ipynb" in nb_log, nb_log
+    assert "the cell after the error ran" in json.dumps(raised["cells"][2]["outputs"])  # --allow-errors
+    assert "test_fails FAILED" in rows["unit"][4]
+    assert re.search(r"PASSED .*test_passes\[\d\]", (out / "unit.log").read_text())  # a line a test, streamed
+    files = [p for p in out.rglob("*")]
+    assert len(files) <= gv.OUT_FILES and all(p.is_file() and p.parent == out for p in files)
