@@ -17,14 +17,13 @@ watching at PyTorch's dispatcher and a few Python entry points, and lists what i
   `x * torch.tensor(2.0)` captures, with 2.0 baked in), Python numbers among the arguments,
   optimizers' float learning rates, numbers from Python's `random`, and another call's other path
   (`also=`); all capture, and replays keep what capture saw;
-- shape changes between calls (`also=`), and optimizers with a `capturable` option built without it.
+- shape changes between calls (`also=`); optimizers built without `capturable`, or reading a tensor lr
+  on the host (graph_optim.py).
 
 What it cannot see is printed with every verdict (`BLIND_SPOTS`): it runs on a CPU, not under CUDA.
-
-Facts relied on: the optimizer check mirrors `_cuda_graph_capture_health_check` in
-torch/optim/optimizer.py; CUDA's "CPU scalar" kernel arguments: TensorIterator's `is_cpu_scalar`
-(a 0-dim CPU operand of a CUDA op is read on the host and passed by value).
-Split from graphs.py (issue 21), which re-exports every name here.
+Facts relied on: the optimizer checks (graph_optim.py) mirror torch/optim's capture health check and how
+each optimizer reads its learning rate; CUDA's "CPU scalar" kernel arguments: TensorIterator's
+`is_cpu_scalar` (a 0-dim CPU operand of a CUDA op is read on the host and passed by value).
 """
 from __future__ import annotations
 
@@ -40,6 +39,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .grading import TimeLimit
+from .graph_optim import _watch_syncs_and_optimizers
 from .syncs import _becomes_masked_fill, host_syncs
 
 
@@ -57,7 +57,10 @@ KINDS = {
     "device sync": (FAILS, "a synchronize inside the captured region: capture refuses it",
                     "synchronize outside the captured region"),
     "optimizer": (FAILS, "this optimizer's step reads its step count on the host unless built with capturable=True",
-                  "build it with capturable=True (and a tensor learning rate if a scheduler changes it)"),
+                  "build it with capturable=True (and a learning rate that is a tensor on the device, if it changes)"),
+    "optimizer lr": (FAILS, "this optimizer reads a tensor learning rate on the host at every step (a sync on the "
+                     "device): capture refuses it", "SGD(fused=True), or an optimizer built with capturable=True, "
+                     "reads a tensor lr on the device"),
     "shape change": (FAILS, "a graph has static shapes: a replay cannot take another shape",
                      "pad to a few fixed shapes, one graph each (reduce-overhead records one per shape)"),
     "control flow": (FROZEN, "another call took another path: a graph replays the path seen at capture",
@@ -70,7 +73,7 @@ KINDS = {
 }
 # aten ops whose output size depends on the data (syncs.py counts them as host syncs).
 _SHAPE_OPS = ("nonzero", "masked_select", "unique", "repeat_interleave", "aten.index (bool mask)")
-_HERE = (Path(__file__).name, "syncs.py")
+_HERE = (Path(__file__).name, "graph_optim.py", "syncs.py")
 # Printed with every verdict: what a dispatch-level run on this machine cannot see.
 BLIND_SPOTS = (
     "it runs the function on {device}, at PyTorch's dispatcher, not under CUDA: what capture refuses or "
@@ -95,6 +98,7 @@ class Hazard:
     what: str  # the op, method or value
     where: str  # the user's line of code
     detail: str = ""
+    advice: str = ""  # a fix for this case (an optimizer's learning rate), instead of the kind's own
 
     @property
     def effect(self) -> str:
@@ -106,7 +110,7 @@ class Hazard:
 
     @property
     def fix(self) -> str:
-        return KINDS[self.kind][2]
+        return self.advice or KINDS[self.kind][2]
 
     def __str__(self) -> str:
         mark = "✗" if self.effect == FAILS else "⚠"  # frozen: captures, replays keep what capture saw
@@ -332,47 +336,6 @@ def _default_device_is_cpu() -> bool:
     return get is None or torch.device(get()).type == "cpu"
 
 
-@contextlib.contextmanager
-def _watch_syncs_and_optimizers(hazards: list[Hazard], watch: _Watch):
-    """Record device synchronizes (without running them) and optimizer steps, for the duration."""
-    from torch.optim import optimizer as optim
-
-    def before_step(opt, _args, _kwargs):
-        watch.in_optimizer = True
-        where = _user_line()
-        name = type(opt).__name__
-        if "capturable" in opt.defaults and not all(g.get("capturable") for g in opt.param_groups):
-            hazards.append(Hazard("optimizer", f"{name}.step() built with capturable=False", where))
-        lr = opt.param_groups[0].get("lr") if opt.param_groups else None
-        params = [p for g in opt.param_groups for p in g["params"]]
-        if isinstance(lr, (int, float)) and not isinstance(lr, bool):
-            hazards.append(Hazard("frozen Python value", f"{name} lr={lr:g} (a Python float)", where,
-                                  "a scheduler's later changes would not reach replays"))
-        elif isinstance(lr, torch.Tensor) and lr.device.type == "cpu" and params and params[0].device.type != "cpu":
-            hazards.append(Hazard("frozen host tensor", f"{name} lr, a CPU tensor", where,
-                                  "a scheduler's later changes would not reach replays"))
-
-    def after_step(_opt, _args, _kwargs):
-        watch.in_optimizer = False
-
-    def fake_sync(*_a, **_k):
-        hazards.append(Hazard("device sync", "torch.cuda.synchronize()", _user_line()))
-
-    handles = [optim.register_optimizer_step_pre_hook(before_step), optim.register_optimizer_step_post_hook(after_step)]
-    saved = [(mod, mod.synchronize) for mod in (torch.cuda, getattr(torch, "accelerator", None))
-             if mod is not None and hasattr(mod, "synchronize")]
-    try:
-        for mod, _old in saved:
-            mod.synchronize = fake_sync
-        yield
-    finally:
-        for mod, old in saved:
-            mod.synchronize = old
-        for h in handles:
-            h.remove()
-        watch.in_optimizer = False
-
-
 def _signature(args) -> list:
     return [(tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else type(a).__name__ for a in args]
 
@@ -395,7 +358,11 @@ def _one_call(fn, args, kwargs) -> tuple[list[Hazard], list[tuple], str]:
     with _watch_syncs_and_optimizers(hazards, watch), _watch_python(watch), watch, \
             contextlib.redirect_stdout(io.StringIO()):
         found = host_syncs(run)  # what the function prints is not shown: it is checked, not run for output
+    # an optimizer's own host reads (its step count, a tensor lr) are the optimizer hazard already named
+    steps = {h.where for h in hazards if h.kind in ("optimizer", "optimizer lr")}
     for s in found:
+        if s.where in steps and s.what in ("aten._local_scalar_dense", "Tensor.item()"):
+            continue
         kind = "data-dependent shape" if any(k in s.what for k in _SHAPE_OPS) else \
             "mask to indices" if "(bool mask)" in s.what else "host sync"
         detail = s.why.split("; ")[-1] if "syncs on CUDA" in s.why and kind == "host sync" else ""

@@ -23,7 +23,8 @@ What it cannot see is printed with every verdict (`BLIND_SPOTS`): it runs on a C
 
 The rest of the module needs a real GPU (or the test suite's simulated one): `capture` (static
 inputs, warm-up on a side stream, the graph's private memory pool measured), `try_capture`
-(a failure explained in one sentence, the CUDA context left usable) and feature detection.
+(a failure explained in one sentence), `recover_from_failed_capture` (what a failed capture leaves
+behind, undone: the stream, the allocator's pool, the CUDA generator's capture mode) and feature detection.
 Facts relied on: PyTorch's "CUDA Graphs" notes (docs/source/notes/cuda.rst) and
 torch/cuda/graphs.py; the optimizer check mirrors `_cuda_graph_capture_health_check` in
 torch/optim/optimizer.py; CUDA's "CPU scalar" kernel arguments: TensorIterator's `is_cpu_scalar`
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -90,7 +92,8 @@ class Captured:
     static_inputs: tuple
     static_outputs: object
     capture_seconds: float
-    pool_bytes: int  # memory reserved by capture (the graph's private pool), measured
+    pool_bytes: int  # memory the capture reserved (the graph's private pool), measured from an emptied cache
+    pool: object = None  # the private pool's handle (torch.cuda.graph_pool_handle), to share it with another graph
 
     def replay(self, *inputs):
         with torch.no_grad():  # the static inputs may be leaves that require grad
@@ -112,33 +115,112 @@ def _static_copy(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def capture(fn, *inputs, warmup: int = 3) -> Captured:
-    """Capture `fn(*inputs)` as PyTorch's notes describe: static copies of the inputs, a few
-    warm-up calls on a side stream (lazy initialisation, autograd's buffers), then capture.
-    Raises what capture raises; `try_capture` turns that into a sentence."""
+def capture(fn, *inputs, warmup: int = 3, copy_inputs: bool = True) -> Captured:
+    """Capture `fn(*inputs)` as PyTorch's notes describe: static copies of the inputs (copy_inputs=False:
+    the inputs themselves are the static buffers), a few warm-up calls on a side stream (lazy
+    initialisation, autograd's buffers), then capture on that stream into a private pool.
+    Raises what capture raises, after undoing what a failed capture leaves behind
+    (`recover_from_failed_capture`); `try_capture` turns the error into a sentence."""
     if not has_graphs():
         raise ValueError(no_graphs_reason())
-    static = tuple(_static_copy(t) if isinstance(t, torch.Tensor) else t for t in inputs)
+    static = tuple(_static_copy(t) if copy_inputs and isinstance(t, torch.Tensor) else t for t in inputs)
+    caller = torch.cuda.current_stream()
     side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
+    side.wait_stream(caller)
     with torch.cuda.stream(side):
         for _ in range(warmup):
             fn(*static)
-    torch.cuda.current_stream().wait_stream(side)
+    caller.wait_stream(side)
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # as torch.cuda.graph does on entry, so the pool is measured from an emptied cache
     before = _memory()
-    t0 = time.perf_counter()
+    pool = torch.cuda.graph_pool_handle()  # named here, so that a failed capture's pool can be closed
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(*static)
+    t0 = time.perf_counter()
+    try:
+        with torch.cuda.graph(graph, pool=pool, stream=side):
+            out = fn(*static)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the capture's own error is the one to see
+            recover_from_failed_capture(caller, side, pool, graph)
+        raise
     torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
-    return Captured(graph, static, out, seconds, _memory() - before)
+    return Captured(graph, static, out, seconds, _memory() - before, pool)
+
+
+def recover_from_failed_capture(stream, capture_stream=None, pool=None, graph=None) -> list[str]:
+    """Undo what a failed capture leaves behind; returns what it did, a sentence each.
+
+    When an op the capture refuses runs (`.item()`, say), CUDA invalidates the capture, and
+    `CUDAGraph::capture_end` (aten/src/ATen/cuda/CUDAGraph.cpp) raises at cudaStreamEndCapture, before:
+    - `torch.cuda.graph.__exit__` makes the stream from before the capture current again (torch/cuda/graphs.py):
+      the capture's side stream stays current;
+    - the caching allocator's endAllocateToPool: the private pool stays "capture under way", so the
+      allocator defers its event processing and the pool's memory is never released;
+    - the generators' capture_epilogue: on torch 2.9 to 2.12 the default CUDA generator stays in capture
+      mode (CUDAGeneratorState::capturing_), and the next random op outside capture raises "Offset increment
+      outside graph capture encountered unexpectedly" (2.13 keeps per-capture RNG state instead).
+    stream: the stream current before the capture; capture_stream, pool, graph: the capture's, where known
+    (a capture made without pool= has a pool that Python cannot name, so it cannot be closed here)."""
+    done = []
+    if capture_stream is not None and graph is not None:
+        with torch.cuda.stream(capture_stream):
+            if torch.cuda.is_current_stream_capturing():  # capture_end failed before ending the capture
+                with contextlib.suppress(Exception):
+                    graph.capture_end()
+                done.append("ended the capture still under way")
+    if torch.cuda.current_stream() != stream:
+        torch.cuda.set_stream(stream)
+        done.append("made the stream from before the capture current again")
+    if pool is not None and _close_pool(pool):
+        done.append("closed the capture's private pool and released it")
+    _clear_generator_capture_mode(capture_stream or torch.cuda.Stream())
+    done.append("cleared the CUDA generator's capture mode (an empty capture's epilogue)")
+    with contextlib.suppress(Exception):
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    return done
+
+
+def _close_pool(pool) -> bool:
+    """End a failed capture's allocation to `pool` and drop its use (CUDACachingAllocator's endAllocateToPool
+    and releasePool, the calls torch.cuda.use_mem_pool makes). False where capture_end got that far itself
+    (the graph object then releases the pool) or this torch lacks the calls (feature-detected)."""
+    end, release = (getattr(torch._C, n, None) for n in ("_cuda_endAllocateToPool", "_cuda_releasePool"))
+    if isinstance(end, type) or not callable(end) or isinstance(release, type) or not callable(release):
+        return False  # a CPU-only build's placeholders are classes
+    device = torch.cuda.current_device()
+    try:
+        end(device, pool)
+    except RuntimeError:  # "not currently recording to mempool_id"
+        return False
+    release(device, pool)
+    return True
+
+
+def _clear_generator_capture_mode(stream) -> None:
+    """An empty capture: capture_begin's prologue and a capture_end that succeeds, whose epilogue clears
+    the default generator's capture flag (torch 2.9 to 2.12; harmless on 2.13). Only public calls."""
+    g = torch.cuda.CUDAGraph()
+    with warnings.catch_warnings(), torch.cuda.stream(stream):
+        warnings.simplefilter("ignore")  # "The CUDA Graph is empty"
+        g.capture_begin()
+        g.capture_end()
+    g.reset()
+
+
+def _root_cause(err: BaseException) -> BaseException:
+    """The first error of a chain: capture_end's "operation failed due to a previous error during capture"
+    carries the op's own error as its context."""
+    while err.__context__ is not None and err.__context__ is not err:
+        err = err.__context__
+    return err
 
 
 def try_capture(fn, *inputs, warmup: int = 3) -> tuple[Captured | None, str]:
     """(Captured, "") or (None, one sentence saying why capture failed and which hazard caused it).
-    After a failure the CUDA context is checked with a synchronize, so later cells still run."""
+    A failed capture is cleaned up (`recover_from_failed_capture`), so later cells still run."""
     try:
         return capture(fn, *inputs, warmup=warmup), ""
     except TimeLimit:  # a checker's time limit: end cleanly, then let the checker say so
@@ -146,9 +228,8 @@ def try_capture(fn, *inputs, warmup: int = 3) -> tuple[Captured | None, str]:
             torch.cuda.synchronize()
         raise
     except Exception as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-    with contextlib.suppress(Exception):
-        torch.cuda.synchronize()  # the failed capture has ended; the stream is usable again
+        root = _root_cause(err)
+        first = (str(root).strip().splitlines() or [type(root).__name__])[0][:160]
     found = graph_check(fn, *inputs)
     cause = f" The likely cause: {found.hazards[0].kind}, {found.hazards[0].what} [{found.hazards[0].where}]." \
         if found.hazards else ""
@@ -168,5 +249,6 @@ def reduce_overhead_problem(device="cuda") -> str | None:
     return compiling.problem(device)
 
 
-__all__ = ["Hazard", "GraphReport", "KINDS", "BLIND_SPOTS", "FAILS", "FROZEN", "CLEAN", "graph_check", "has_graphs", "has_graphed_callables",
-           "graphed_callables_problem", "no_graphs_reason", "Captured", "capture", "try_capture", "reduce_overhead_problem"]
+__all__ = ["Hazard", "GraphReport", "KINDS", "BLIND_SPOTS", "FAILS", "FROZEN", "CLEAN", "graph_check", "has_graphs",
+           "has_graphed_callables", "graphed_callables_problem", "no_graphs_reason", "Captured", "capture", "try_capture",
+           "recover_from_failed_capture", "reduce_overhead_problem"]

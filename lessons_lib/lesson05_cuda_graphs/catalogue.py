@@ -12,7 +12,8 @@ from .variants import (
     adam_step, branch_on_value, class_counts, constant_from_python, constant_tensor, decay_in_place, device_sync,
     distinct, dropout, every_other_step, gather_rows, grads, leaky, log_item, mlp, noise_from_host, noise_on_device,
     noise_scale_from_random, one_hot_fixed, positives_mask, positives_nonzero, print_loss, scale_by_float, selected,
-    sgd_step, sgd_tensor_lr, to_host, top3, zero_negatives, zero_negatives_by_index,
+    adam_capturable_tensor_lr_step, sgd_fused_tensor_lr_step, sgd_step, sgd_tensor_lr, sgd_tensor_lr_step, to_host,
+    top3, zero_negatives, zero_negatives_by_index,
 )
 
 
@@ -29,6 +30,7 @@ class Entry:
     also: Callable[[torch.device], list] | None = None  # other calls (shape changes, control flow)
     second: Callable[[tuple], tuple] | None = None  # frozen entries: the call whose replay differs from eager
     source: str = ""  # where the expected behaviour is documented
+    eager_on_cpu: bool = True  # False: the function itself needs a GPU (capturable=True steps only there)
 
     @property
     def expected_report(self) -> str:
@@ -45,6 +47,15 @@ def _sgd_inputs(device, momentum: bool = False):
     p = torch.nn.Parameter(torch.randn(8, device=device))
     p.grad = torch.ones(8, device=device)
     return (p,)
+
+
+def _prepared(step):
+    """Inputs for an optimizer step whose optimizer is built beforehand, outside the checked call."""
+    def inputs(device):
+        (p,) = _sgd_inputs(device)
+        step.prepare(p)
+        return (p,)
+    return inputs
 
 
 _NOTES = "CUDA Graphs notes, cuda.rst"  # PyTorch's docs/source/notes/cuda.rst
@@ -65,6 +76,11 @@ CATALOGUE = [
     Entry("dropout (graph-safe random numbers)", dropout, _xy, "safe", source=_NOTES + ": graph-safe RNG"),
     Entry("randn(shape, device=x.device)", noise_on_device, _xy, "safe", source=_NOTES + ": graph-safe RNG"),
     Entry("one_hot with num_classes", one_hot_fixed, _xy, "safe", source="Onehot.cpp: CUDA skips the host checks"),
+    Entry("SGD(fused=True), lr a device tensor", sgd_fused_tensor_lr_step, _prepared(sgd_fused_tensor_lr_step), "safe",
+          source="sgd.py _fused_sgd: _fused_sgd_.tensor_lr reads lr on the device (FusedSgdKernel.cu)"),
+    Entry("Adam(capturable=True), lr a device tensor", adam_capturable_tensor_lr_step,
+          _prepared(adam_capturable_tensor_lr_step), "safe", eager_on_cpu=False,
+          source="adam.py: capturable keeps step and lr on the device"),
     Entry(".item() to log the loss", log_item, _xy, "fails", ("host sync",), source=_NOTES + ": no sync"),
     Entry("print(loss)", print_loss, _xy, "fails", ("host sync",), source=_NOTES + ": no sync"),
     Entry("if tensor: a branch on a value", branch_on_value, _xy, "fails", ("host sync",), source=_NOTES + ": no sync"),
@@ -84,7 +100,9 @@ CATALOGUE = [
     Entry("a new shape on the next call", mlp, _xy, "fails", ("shape change",),
           also=lambda d: [(torch.randn(16, 8, device=d), _xy(d)[1])], source=_NOTES + ": static shapes"),
     Entry("Adam built without capturable=True", adam_step, _sgd_inputs, "fails", ("optimizer",),
-          source="torch/optim/optimizer.py: _cuda_graph_capture_health_check"),
+          source="torch/optim/optimizer.py: _accelerator_graph_capture_health_check"),
+    Entry("SGD (foreach, CUDA's default), lr a device tensor", sgd_tensor_lr_step, _prepared(sgd_tensor_lr_step),
+          "fails", ("optimizer lr",), source="sgd.py _multi_tensor_sgd: alpha=-lr reads it on the host"),
     Entry("x * torch.tensor(2.0): a 0-dim host tensor", constant_tensor, _xy, "frozen", ("frozen host tensor",),
           source="cuda/Loops.cuh, gpu_kernel_with_scalars: a CPU scalar is a kernel argument"),
     Entry("a learning rate passed as a Python float", scale_by_float, lambda d: (_xy(d)[0], 0.1), "frozen",

@@ -176,22 +176,33 @@ def one_hot_fixed(x, w):
     return F.one_hot((x > 0).long().flatten(), num_classes=2).float().sum(0)
 
 
-def _optimizer_step(kind: str):
-    """A one-parameter optimizer step (the optimizer made on first use, on the parameter's device)."""
+def _optimizer_step(kind: str, tensor_lr: bool = False, **options):
+    """A one-parameter optimizer step, lr 0.1 (a 0-dim tensor on the parameter's device with tensor_lr). The
+    optimizer is built by `step.prepare(p)` (the catalogue calls it with the inputs, as a training loop builds
+    its optimizer once, outside the step) or on first use with another parameter (a capture's static copy,
+    during its warm-up)."""
     state: dict = {}
 
+    def prepare(p):
+        opt = (torch.optim.Adam if kind == "Adam" else torch.optim.SGD)([p], lr=0.1, **options)
+        if tensor_lr:  # set after construction: the constructor compares lr with 0 on the host (meta cannot)
+            opt.param_groups[0]["lr"] = torch.tensor(0.1, device=p.device)
+        state["param"], state["opt"] = p, opt
+
     def step(p):
-        if state.get("param") is not p:  # a new parameter (another device, say): a new optimizer
-            state["param"] = p
-            state["opt"] = torch.optim.Adam([p], lr=0.1) if kind == "Adam" else torch.optim.SGD([p], lr=0.1)
+        if state.get("param") is not p:  # a new parameter (another device, a static copy): a new optimizer
+            prepare(p)
         state["opt"].step()
         return p
 
     step.__name__ = f"{kind.lower()}_step"
-    step.state = state
+    step.state, step.prepare = state, prepare
     return step
 
 
 adam_step = _optimizer_step("Adam")
 sgd_step = _optimizer_step("SGD")
+sgd_tensor_lr_step = _optimizer_step("SGD", tensor_lr=True)  # foreach on CUDA (the default), for-loop on a CPU
+sgd_fused_tensor_lr_step = _optimizer_step("SGD", tensor_lr=True, fused=True)
+adam_capturable_tensor_lr_step = _optimizer_step("Adam", tensor_lr=True, capturable=True)
 LOSSES: list[float] = []

@@ -11,7 +11,7 @@ Nothing here is a measurement of a GPU. The course never reports a number produc
 """
 from __future__ import annotations
 
-import contextlib
+import itertools
 import time
 import types
 
@@ -49,7 +49,7 @@ def _properties(device=None):
 def synchronize(device=None) -> None:
     _check_device(device)
     if tensors.capturing:
-        raise RuntimeError("CUDA error: operation not permitted when stream is capturing (simulated GPU)")
+        raise tensors.refuse_in_capture("torch.cuda.synchronize()")
     SYNCS[0] += 1
 
 
@@ -65,7 +65,7 @@ class Event:
 
     def synchronize(self) -> None:
         if tensors.capturing:
-            raise RuntimeError("CUDA error: operation not permitted when stream is capturing (simulated GPU)")
+            raise tensors.refuse_in_capture("Event.synchronize()")
 
     def query(self) -> bool:
         return True
@@ -82,7 +82,8 @@ class Event:
 
 
 class Stream:
-    """torch.cuda.Stream on the one simulated stream: ordering is trivially kept."""
+    """torch.cuda.Stream on the one simulated queue: ordering is trivially kept. Which stream is current is
+    tracked (torch.cuda.stream, set_stream), since code that fails halfway can leave a side stream current."""
 
     def __init__(self, device=None, priority: int = 0, **kwargs):
         _check_device(device)
@@ -107,45 +108,89 @@ class Stream:
         return True
 
     def __enter__(self):
+        self._ctx = StreamContext(self)
+        self._ctx.__enter__()
         return self
 
     def __exit__(self, *exc):
-        return False
+        return self._ctx.__exit__(*exc)
 
 
 _DEFAULT_STREAM = None
+_CURRENT_STREAM: list = [None]  # None: the default stream
 
 
-def current_stream(device=None) -> Stream:
+def default_stream(device=None) -> Stream:
     global _DEFAULT_STREAM
     _check_device(device)
     _DEFAULT_STREAM = _DEFAULT_STREAM or Stream()
     return _DEFAULT_STREAM
 
 
-@contextlib.contextmanager
-def stream(s=None):
-    yield
+def current_stream(device=None) -> Stream:
+    _check_device(device)
+    return _CURRENT_STREAM[0] or default_stream()
+
+
+def set_stream(s) -> None:
+    if s is not None:
+        _CURRENT_STREAM[0] = s
+
+
+class StreamContext:
+    """torch.cuda.stream(s): s is current inside, the previous stream again after (torch.cuda.StreamContext)."""
+
+    def __init__(self, s):
+        self.stream, self._before = s, None
+
+    def __enter__(self):
+        self._before = current_stream()
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        set_stream(self._before)
+        return False
+
+
+def stream(s=None) -> StreamContext:
+    return StreamContext(s)
 
 
 class CUDAGraph:
-    """torch.cuda.CUDAGraph, simulated: capture records the ops; replay runs them again in place."""
+    """torch.cuda.CUDAGraph, simulated: capture records the ops; replay runs them again in place.
+
+    Capture also does the bookkeeping of aten/src/ATen/cuda/CUDAGraph.cpp (torch 2.9 to 2.12) that a failed
+    capture leaves behind: capture_begin starts allocating to a private pool and sets the default
+    generator's capture flag (its prologue); capture_end, when an op the capture refused ran
+    (cudaStreamEndCapture fails: the capture was invalidated), raises before it ends the pool's
+    allocation and before the generator's epilogue clears the flag. A successful capture_end does both."""
 
     def __init__(self, keep_graph: bool = False):
         self._ops: list | None = None
         self._recording: list | None = None
         self._ctx = None
+        self._invalidated = None
+        self._pool = None
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global", **kwargs) -> None:
         if self._ops is not None:
             raise RuntimeError("This CUDAGraph instance already owns a captured graph (simulated GPU)")
+        self._pool = tuple(pool) if pool else ("private pool", id(self))
+        tensors.ALLOCATOR.begin_pool(self._pool)
+        tensors.generator_capturing[0] = True  # CUDAGeneratorState::capture_prologue
         self._recording = []
         self._ctx = tensors.capture(self._recording)
-        self._ctx.__enter__()
+        self._invalidated = self._ctx.__enter__()
 
     def capture_end(self) -> None:
-        self._ctx.__exit__(None, None, None)
-        self._ops, self._recording, self._ctx = self._recording, None, None
+        self._ctx.__exit__(None, None, None)  # cudaStreamEndCapture ends capture mode, failed or not
+        recording, self._recording, self._ctx = self._recording, None, None
+        if self._invalidated[0]:
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture (simulated GPU)")
+        tensors.ALLOCATOR.end_pool(self._pool)
+        tensors.generator_capturing[0] = False  # CUDAGeneratorState::capture_epilogue
+        self._ops = recording
 
     def replay(self) -> None:
         if self._ops is None:
@@ -159,10 +204,12 @@ class CUDAGraph:
                     old.inner.copy_(new)
 
     def reset(self) -> None:
+        if self._ops is not None:  # CUDAGraph::reset releases the pool of a capture that ended
+            tensors.ALLOCATOR.release_pool(self._pool)
         self._ops = None
 
     def pool(self):
-        return (id(self), 0)
+        return self._pool or (id(self), 0)
 
     def enable_debug_mode(self) -> None:
         pass
@@ -173,6 +220,9 @@ class CUDAGraph:
 
 def _is_capturing() -> bool:
     return bool(tensors.capturing)
+
+
+_POOL_IDS = itertools.count(1)  # graph_pool_handle: (0, n), as CUDAGraph.cpp numbers user pools
 
 
 def _memory_stats(device=None) -> dict:
@@ -198,9 +248,9 @@ def _calls(profile: Profile) -> dict:
         "get_device_properties": _properties,
         "is_bf16_supported": lambda including_emulation=True: profile.capability[0] >= 8 or including_emulation,
         "synchronize": synchronize, "Event": Event, "Stream": Stream, "current_stream": current_stream,
-        "default_stream": current_stream, "stream": stream, "CUDAGraph": CUDAGraph,
+        "default_stream": default_stream, "stream": stream, "set_stream": set_stream, "CUDAGraph": CUDAGraph,
         "is_current_stream_capturing": _is_capturing,
-        "graph_pool_handle": lambda: (0, 0),
+        "graph_pool_handle": lambda: (0, next(_POOL_IDS)),
         "memory_allocated": lambda device=None: a.allocated, "max_memory_allocated": lambda device=None: a.peak,
         "memory_reserved": lambda device=None: a.reserved, "max_memory_reserved": lambda device=None: a.peak_reserved,
         "reset_peak_memory_stats": _reset_peak, "reset_max_memory_allocated": _reset_peak,
@@ -226,6 +276,14 @@ def _c_functions() -> dict:
     return {"_cuda_getDevice": lambda: 0, "_host_emptyCache": lambda: None}
 
 
+def _pool_functions() -> dict:
+    """The allocator's pool entry points (torch.cuda.memory's use_mem_pool calls them); a CPU-only build
+    holds placeholders that raise, so these replace them."""
+    a = tensors.ALLOCATOR
+    return {"_cuda_endAllocateToPool": lambda device, pool: a.end_pool(tuple(pool)),
+            "_cuda_releasePool": lambda device, pool: a.release_pool(tuple(pool))}
+
+
 def activate(profile: Profile) -> None:
     """Make this process see one simulated GPU with `profile` (for the rest of the process)."""
     global PROFILE
@@ -236,6 +294,9 @@ def activate(profile: Profile) -> None:
         setattr(torch.cuda, name, value)
     for name, value in _c_functions().items():
         if not hasattr(torch._C, name):
+            setattr(torch._C, name, value)
+    for name, value in _pool_functions().items():
+        if isinstance(getattr(torch._C, name, type), type):  # absent, or torch.cuda.memory's placeholder class
             setattr(torch._C, name, value)
     torch.cuda.memory.memory_allocated = torch.cuda.memory_allocated
     torch.cuda.graphs.graph_pool_handle = torch.cuda.graph_pool_handle

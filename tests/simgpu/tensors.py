@@ -52,6 +52,8 @@ class Allocator:
         self.capacity = capacity
         self.allocated = self.peak = self.reserved = self.peak_reserved = 0
         self.ooms = 0
+        self.captures_underway: list = []
+        self.pool_uses: dict = {}
         self._bytes: dict[int, int] = {}
         self._refs: dict[int, int] = {}
 
@@ -90,6 +92,29 @@ class Allocator:
 
     def empty_cache(self) -> None:
         self.reserved = _round(self.allocated, SEGMENT)
+
+    # Graph capture's private pools, as CUDACachingAllocator counts them: a capture allocates to its pool
+    # from beginAllocateToPool to endAllocateToPool (`captures_underway`); releasePool drops one use. While
+    # any capture is under way the real allocator defers event processing (record_stream's blocks).
+    # Only the bookkeeping is modelled, not which blocks belong to which pool.
+    def begin_pool(self, pool) -> None:
+        if pool in self.captures_underway:
+            raise RuntimeError("beginAllocateToPool: already recording to mempool_id (simulated GPU)")
+        self.pool_uses[pool] = self.pool_uses.get(pool, 0) + 1
+        self.captures_underway.append(pool)
+
+    def end_pool(self, pool) -> None:
+        if pool not in self.captures_underway:
+            raise RuntimeError("endAllocatePool: not currently recording to mempool_id (simulated GPU)")
+        self.captures_underway.remove(pool)
+
+    def release_pool(self, pool) -> None:
+        uses = self.pool_uses.get(pool, 0) - 1
+        if uses < 0:
+            raise RuntimeError("releasePool: the pool has no use left to release (simulated GPU)")
+        self.pool_uses[pool] = uses
+        if uses == 0:
+            del self.pool_uses[pool]
 
 
 ALLOCATOR = Allocator(capacity=0)  # runtime.activate() sets the capacity from the profile
@@ -149,6 +174,24 @@ def _is_cuda(x) -> bool:
 
 # Set by runtime while a CUDA graph is being captured: (graph, list of recorded calls).
 capturing: list = []
+# Per capture under way (parallel to `capturing`): True once an op the capture refuses has run. CUDA then
+# marks the capture invalidated, and cudaStreamEndCapture fails (runtime.CUDAGraph.capture_end).
+invalidated: list = []
+# The default CUDA generator's capture flag, as torch 2.9 to 2.12 keep it (CUDAGeneratorState::capturing_,
+# aten/src/ATen/cuda/CUDAGeneratorImpl.cpp): capture_begin's prologue sets it, only a capture_end that
+# succeeds clears it (its epilogue), and a random op outside capture while it is set raises.
+generator_capturing = [False]
+
+
+def _seeded(func) -> bool:
+    return torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
+
+
+def refuse_in_capture(what: str) -> RuntimeError:
+    """What CUDA answers an op that capture refuses; the capture is invalidated from then on."""
+    if invalidated:
+        invalidated[-1] = True
+    return RuntimeError(f"CUDA error: operation not permitted when stream is capturing ({what}; simulated GPU)")
 
 
 def run(func, args: tuple, kwargs: dict):
@@ -167,8 +210,10 @@ def run(func, args: tuple, kwargs: dict):
                                    f"cuda:0 and {x.device}! (in {func}; simulated GPU)")
     to_host = name == "_to_copy" and kwargs.get("device") is not None and torch.device(kwargs["device"]).type == "cpu"
     if capturing and (to_host or name in READS_VALUES):
-        raise RuntimeError(f"CUDA error: operation not permitted when stream is capturing ({func} makes the host "
-                           "wait for a value; simulated GPU)")
+        raise refuse_in_capture(f"{func} makes the host wait for a value")
+    if not capturing and generator_capturing[0] and _seeded(func):
+        raise RuntimeError("Offset increment outside graph capture encountered unexpectedly. (simulated GPU: a "
+                           "failed capture left the default CUDA generator in capture mode, as torch 2.9-2.12 do)")
     shape_only = any(x.inner.is_meta for x in sims)
     if not to_host and name not in READS_VALUES:
         new = _new_bytes(func, args, kwargs)
@@ -291,9 +336,13 @@ def register() -> None:
 
 @contextlib.contextmanager
 def capture(record: list):
-    """Record every simulated op run inside (runtime's CUDA graph capture)."""
+    """Record every simulated op run inside (runtime's CUDA graph capture). Yields whether the capture
+    was invalidated, read after the block: [False] until an op the capture refuses runs."""
     capturing.append(record)
+    invalidated.append(False)
+    state = [False]
     try:
-        yield
+        yield state
     finally:
         capturing.pop()
+        state[0] = invalidated.pop()
