@@ -18,7 +18,8 @@ Which file holds what:
 - variants.py   the thread's code (its two typos fixed) and every fix, fn(x, weight, bias): what `show_source` renders
 - lessons.py    KEY, the thread's shape and figures, inputs, the training step, memory, LESSON and TRAIN_LESSON,
                 with_variants (GroupedLinear(auto) and the forum's baddbmm beside the variants)
-- evidence.py   reproduce the thread (and its precision model); the correctness of every strategy; grouped_mm
+- evidence.py   reproduce the thread (and its precision model), TF32 labels, the GPU step model (the claim's bar);
+                the correctness of every strategy (and TF32's effect on the Conv1d's); grouped_mm
 - inside.py     look inside: copies, GEMM shapes, the conv backend, the optimizer's ops, the loop's graphs, compile
 - crossover.py  the crossover map: the grid, the paired re-check, the table and heatmap, the recorded grids
 - explore.py    the explorer, `record` and `targets` (read by `python -m lessons_lib.record`)
@@ -32,8 +33,8 @@ from __future__ import annotations
 from .variants import MultichannelLinear, SlowGroups, vmap_functional  # noqa: F401
 from .lessons import KEY, LESSON, ODD_SHAPES, TRAIN_LESSON, with_variants  # noqa: F401
 from .evidence import (  # noqa: F401
-    CHECK_SHAPE, check_all, grouped_mm_report, grouped_mm_trace, precision_model, reported_table, reproduce,
-    reproduce_summary, stack_module_state_pitfall,
+    CHECK_SHAPE, check_all, conv_tf32_check, grouped_mm_report, grouped_mm_trace, precision_model, reported_table,
+    reproduce, reproduce_summary, stack_module_state_pitfall, step_model_table, tf32_note,
 )
 from .inside import (  # noqa: F401
     compile_loop, conv_backend, copies_table, gemm_shapes, look_inside, loop_graphs, optimizer_ops,

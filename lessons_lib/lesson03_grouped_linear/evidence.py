@@ -12,12 +12,13 @@ from .. import noise, roofline, timing, trace
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table
+from ..grading import rel_error
 from ..lesson import Variant
 from ..trace import trace_ops
 from .lessons import (
     LESSON, make_inputs, THREAD_REPORTED, THREAD_REPORTED_NOTE, THREAD_SHAPE, TRAIN_LESSON, train_peak_bytes,
 )
-from .variants import _BASE, grouped_mm, SlowGroups
+from .variants import _BASE, grouped_conv1d, grouped_mm, SlowGroups
 
 
 # --- reproduce --------------------------------------------------------------------------------------------
@@ -117,9 +118,10 @@ def _amp_dtype(amp: str, dev: torch.device) -> torch.dtype:
     return dt
 
 
-def reproduce_summary(t: dict) -> str:
+def reproduce_summary(t: dict, device=None) -> str:
     """What the reproduction shows here, in words that follow the numbers, through the noise rule: a
-    ratio whose two timings spread too much is "not decided on this run" instead of a verdict."""
+    ratio whose two timings spread too much is "not decided on this run" instead of a verdict. With the
+    `device` it ran on, a GPU's TF32 note follows (`tf32_note`)."""
     lines = []
     for kind, ts in t.items():
         by = {tm.label.removesuffix(" (TF32)"): tm for tm in ts}
@@ -134,6 +136,8 @@ def reproduce_summary(t: dict) -> str:
         lines.append("⚠ grouped Conv1d's forward measured slower than its whole training step, which includes "
                      "that forward: suspect (a slow moment, or a backend choice that differs between the two); "
                      "nothing here is concluded from it.")
+    if device is not None and any(tm.label.endswith(" (TF32)") for ts in t.values() for tm in ts):
+        lines.append(tf32_note(device))
     return "\n".join(lines)
 
 
@@ -230,6 +234,33 @@ def check_all(device="cpu", seed: int = 0, shapes: list[dict] | None = None) -> 
     fwd = LESSON.correctness_report(LESSON.check_correct(shapes, device=device, seed=seed))
     train = TRAIN_LESSON.correctness_report(TRAIN_LESSON.check_correct(shapes, device=device, seed=seed))
     return f"forward: {fwd}\ntraining step (output, dx, dW, db): {train}"
+
+
+def conv_tf32_check(device=None) -> str:
+    """The grouped Conv1d against float64 at CHECK_SHAPE with cuDNN's TF32 on and then off, set through
+    `torch.backends.cudnn.conv.fp32_precision` (torch 2.9+; the old `torch.backends.cudnn.allow_tf32` before it)
+    and restored after. On a GPU with TF32 (compute capability 8.0+) TF32 keeps a 10-bit mantissa, about three
+    decimal digits; on a CPU or an older GPU both settings run full float32."""
+    dev = _device.pick(device)
+    torch.manual_seed(0)
+    x, w, b = make_inputs(CHECK_SHAPE, dev, torch.float32)
+    ref = grouped_conv1d(x.double(), w.double(), b.double())
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    new_api = isinstance(getattr(conv, "fp32_precision", None), str)
+    owner, attr = (conv, "fp32_precision") if new_api else (torch.backends.cudnn, "allow_tf32")
+    name = "torch.backends.cudnn.conv.fp32_precision" if new_api else "torch.backends.cudnn.allow_tf32"
+    before, lines = getattr(owner, attr), []
+    try:
+        for on in (True, False):
+            setattr(owner, attr, ("tf32" if on else "ieee") if new_api else on)
+            with torch.no_grad():
+                err = rel_error(grouped_conv1d(x, w, b), ref)
+            tol = LESSON.tolerance(CHECK_SHAPE, torch.float32, dev, tf32=on)
+            lines.append(f"{name} = {getattr(owner, attr)!r}: grouped Conv1d on {dev.type}, relative error {err:.1e} "
+                         f"against float64 (the check's tolerance: {tol:.1e})")
+    finally:
+        setattr(owner, attr, before)
+    return "\n".join(lines)
 
 
 GROUPED_MM_SHAPES = [{"batch": 2, "groups": 3, "group_size": 8, "length": 5}, {"batch": 1, "groups": 5, "group_size": 16, "length": 3}]
