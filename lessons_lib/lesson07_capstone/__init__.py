@@ -21,13 +21,15 @@ Below: the names the notebook and its solution use (the tests import the rest fr
 """
 from __future__ import annotations
 
-from .evidence import (  # noqa: F401
-    data, findings, findings_table, memory_snapshot, pair, profile_train, saved_largest, summary_table,
+from .evidence import data, memory_snapshot, pair, profile_train, saved_largest, summary_table  # noqa: F401
+from .tools import (  # noqa: F401
+    broadcast_costs, broadcast_table, chain_counts, findings, findings_table, index_syncs, sync_story,
 )
 from .exercise import check_exercise, exercise_starter  # noqa: F401
 from .explore import KEY, explorer  # noqa: F401
-from .fixes import (  # noqa: F401
-    ODD, agreement_report, check_stages, gpu_model, gpu_model_figure, graph_report, graphed_step, waterfall,
+from .fixes import ODD, agreement_report, check_stages, waterfall  # noqa: F401
+from .gpu import (  # noqa: F401
+    GraphedTrain, gpu_model, gpu_model_figure, graph_reports, graph_words, graphed_agreement, shipped_comparison,
 )
 from .model import (  # noqa: F401
     Model, attention_kept, attention_sdpa, batches, experts_grouped, experts_loop, fixed_train, gelu_chain,

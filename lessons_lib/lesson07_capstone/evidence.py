@@ -8,11 +8,11 @@
    (HolisticTraceAnalysis would need pandas and plotly, which the course does not install): the top ops
    by time, ops dispatched (kernel launches on a GPU) per step, host syncs per step; beside them the
    largest tensors saved for backward, from the ledger.
-3. `findings`: the course's tools, each finding with the lesson that explains it: the op trace (ops,
-   shapes, bytes copied), the saved-tensor ledger, the sync detector and the regime classifier.
+3. tools.py: the course's tools, each finding with the lesson that explains it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +23,7 @@ import torch.nn.functional as F
 from .. import device as _device
 from ..display import html_table
 from ..memory import ledger
-from ..syncs import syncs
-from ..trace import trace_ops
-from .model import copy_weights, fixed_train, make_data, Model, shape, slow_train
+from .model import Model, copy_weights, make_data, shape
 
 PROFILE_DIR = Path("profiles")  # ignored by git (.gitignore): traces and snapshots a reader opens elsewhere
 TOP = 12  # rows of the profiler's table
@@ -49,6 +47,18 @@ def data(device="cpu", dims: dict | None = None, batches: int = 8):
 
 # === 1. the profiler ==================================================================================
 
+_NOT_OPS = ("Optimizer.", "ProfilerStep", "## ")  # user annotations: they span ops, their "self" time is not theirs
+
+
+def _is_kernel(e) -> bool:
+    """A row of work on the GPU (a kernel, a memcpy or memset), not a host-side op."""
+    return str(getattr(e, "device_type", "")).endswith("CUDA")
+
+
+def _is_op(e) -> bool:
+    return not _is_kernel(e) and not getattr(e, "is_user_annotation", False) and not e.key.startswith(_NOT_OPS)
+
+
 def _self_key(cuda: bool, events=()) -> str:
     """The profiler's column of self time on the device: its name changed across releases."""
     if not cuda:
@@ -58,50 +68,103 @@ def _self_key(cuda: bool, events=()) -> str:
         else "self_device_time_total"
 
 
+@contextlib.contextmanager
+def _quiet_profiler():
+    """torch.profiler without the profiler's own chatter: Kineto's "USDT ... profiler_start/stop" lines written
+    to file descriptor 2 by C++ (red in a notebook) and its warning about clearing events between cycles."""
+    import sys
+    import warnings
+
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 @dataclass
 class Profile:
     name: str
     steps: int
     cuda: bool
-    table: str  # the profiler's own table, sorted by self time, TOP rows
+    table: str  # the profiler's own table, sorted by self time, TOP rows (the text a terminal shows)
     trace_file: Path | None  # the Chrome trace (None: not exported)
-    events: list  # key_averages(): one row per op name
+    events: list  # key_averages(): one row per op name (kernels have their own rows on a GPU)
 
     def __str__(self) -> str:
         where = f"\nChrome trace: {self.trace_file}" if self.trace_file else ""
         return f"{self.name}, {self.steps} training steps, sorted by self {'CUDA' if self.cuda else 'CPU'} time\n" \
                f"{self.table}{where}"
 
+    def top(self, by: str = "cpu", n: int = 8):
+        """The `n` ops (or, by="device", ops and GPU kernels) with the most self time, as a compact table with
+        both columns per training step: self CPU (the host's own time in the op), CPU total (with what it
+        called: a blocking copy's wait shows here, not in its self time) and, on a GPU, self CUDA (the
+        device's time in the kernels it launched)."""
+        from ..display import html_table
+
+        key = _self_key(self.cuda, self.events) if by == "device" else "self_cpu_time_total"
+        rows = [e for e in self.events if (_is_op(e) or (by == "device" and _is_kernel(e)))]
+        rows = sorted(rows, key=lambda e: getattr(e, key), reverse=True)[:n]
+        ms = lambda us: f"{us / 1e3 / self.steps:.3f}"  # noqa: E731  (the profiler counts µs)
+        head = ("op or kernel", "calls a step", "self CPU (ms)", "CPU total (ms)") + (("self CUDA (ms)",) if self.cuda
+                                                                                      else ())
+        body = [(e.key[:60], f"{e.count / self.steps:g}", ms(e.self_cpu_time_total), ms(e.cpu_time_total))
+                + ((ms(getattr(e, _self_key(True, self.events))),) if self.cuda else ()) for e in rows]
+        where = "GPU time in kernels" if by == "device" else "host time"
+        return html_table([head, *body], numbers=True, caption=f"{self.name}: top {len(body)} by self "
+                          f"{'CUDA' if by == 'device' else 'CPU'} time ({where}), per training step, measured here")
+
+    def waits(self) -> dict:
+        """The host's waits for the GPU, per training step: the CUDA runtime calls that block (a blocking copy
+        is cudaMemcpyAsync then cudaStreamSynchronize: the wait is the synchronize's self CPU time) and the
+        aten op each sits under. Empty off a GPU."""
+        found = {e.key: (e.count / self.steps, e.self_cpu_time_total / 1e3 / self.steps) for e in self.events
+                 if e.key in _WAITS}
+        return found
+
 
 def profile_train(model, train, x, y, steps: int = 2, name: str = "step", export: bool = True,
-                  batch: int | None = None) -> Profile:
+                  batch: int | None = None, opt=None) -> Profile:
     """Profile `steps` steps of `train(model, x, y)` (after one untimed step): the table sorted by self time
-    and, with `export`, a Chrome trace in PROFILE_DIR (open it at ui.perfetto.dev or chrome://tracing)."""
+    and, with `export`, a Chrome trace in PROFILE_DIR (open it at ui.perfetto.dev or chrome://tracing).
+    opt: the optimizer, built once and passed to both calls (steady state); default: the one `train` builds."""
     from torch.profiler import ProfilerActivity, profile
 
     from ..kernels import profiler_sees_cuda
+    from .model import optimizer
 
     cuda = x.device.type == "cuda" and profiler_sees_cuda()  # a CPU-only build's profiler sees no GPU
-    kw = {} if batch is None else {"batch": batch}
-    train(model, x, y, steps=1, **kw)  # first-call costs are not the step
+    kw = {"opt": opt if opt is not None else optimizer(model)}
+    if batch is not None:
+        kw["batch"] = batch
+    train(model, x, y, steps=1, **kw)  # first-call costs (and the optimizer's first step) are not the step
     _device.synchronize(x.device)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=acts) as prof:
-        train(model, x, y, steps=steps, **kw)
-        _device.synchronize(x.device)
-    trace_file = None
-    if export:
-        PROFILE_DIR.mkdir(exist_ok=True)
-        trace_file = PROFILE_DIR / f"{name.replace(' ', '_')}_trace.json"
-        prof.export_chrome_trace(str(trace_file))
-    events = prof.key_averages()
+    with _quiet_profiler():
+        with profile(activities=acts) as prof:
+            train(model, x, y, steps=steps, **kw)
+            _device.synchronize(x.device)
+        trace_file = None
+        if export:
+            PROFILE_DIR.mkdir(exist_ok=True)
+            trace_file = PROFILE_DIR / f"{name.replace(' ', '_')}_trace.json"
+            prof.export_chrome_trace(str(trace_file))
+        events = prof.key_averages()
     table = events.table(sort_by=_self_key(cuda, events), row_limit=TOP, max_name_column_width=44)
     return Profile(name, steps, cuda, table, trace_file, list(events))
 
 
-def memory_snapshot(model, train, x, y, steps: int = 2, name: str = "step") -> str:
-    """On a CUDA GPU: the allocator's history over `steps` steps, written as a pickle for
-    pytorch.org/memory_viz (drag the file onto the page). Elsewhere: why there is none."""
+def memory_snapshot(model, train, x, y, steps: int = 2, name: str = "step", batch: int | None = None,
+                    opt=None) -> str:
+    """On a CUDA GPU: the allocator's history over `steps` steps of `train(model, x, y, batch=batch)`, written
+    as a pickle for pytorch.org/memory_viz (drag the file onto the page). Elsewhere: why there is none."""
     mem = getattr(torch.cuda, "memory", None)
     if x.device.type != "cuda" or not _device.has_cuda():
         return ("No memory snapshot: it records the CUDA caching allocator, and this run is on the CPU. "
@@ -115,8 +178,9 @@ def memory_snapshot(model, train, x, y, steps: int = 2, name: str = "step") -> s
         mem._record_memory_history(max_entries=100_000)
     except (AttributeError, RuntimeError) as err:  # a build whose allocator cannot record (a CPU-only build)
         return f"No memory snapshot: this torch cannot record the allocator's history ({type(err).__name__})."
+    kw = {"batch": batch} if batch is not None else {}
     try:
-        train(model, x, y, steps=steps)
+        train(model, x, y, steps=steps, opt=opt, **kw)
         torch.cuda.synchronize()
         mem._dump_snapshot(str(path))
     finally:
@@ -127,23 +191,33 @@ def memory_snapshot(model, train, x, y, steps: int = 2, name: str = "step") -> s
 
 # === 2. the summary, from the profiler's own events ===================================================
 
-_SYNC_EVENTS = ("aten::_local_scalar_dense", "aten::nonzero", "cudaStreamSynchronize", "cudaDeviceSynchronize",
-                "cudaMemcpy")  # a value read on the host, a data-dependent size, a blocking wait or copy
+# The host waiting for the GPU, as the CUDA runtime calls it: each wait is one of these, whatever asked for it
+# (an .item(), a nonzero, a blocking copy: ATen's memcpy_and_sync is cudaMemcpyAsync then cudaStreamSynchronize).
+_WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+_HOST_READS = ("aten::_local_scalar_dense", "aten::nonzero")  # on a CPU: values read on the host
 _LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cudaGraphLaunch")
 
 
 def summary(p: Profile, top: int = 5) -> dict:
-    """What a profile says, in numbers: the top ops by self time, aten ops dispatched (CUDA kernel
-    launches on a GPU) per step, and host syncs per step (item/nonzero reads, blocking waits)."""
+    """What a profile says, in numbers: the top aten ops by self time, aten ops dispatched (CUDA kernel
+    launches on a GPU) per step, and the host's waits per step. On a GPU the device's total is the kernels'
+    rows alone (an aten row's self CUDA time is the same kernels' time again: summing both counted it twice)
+    and a wait is counted once, at the runtime call that blocks (not again at the .item() or nonzero above it);
+    on a CPU nothing waits for a device, and the count is of values read on the host (item, nonzero)."""
     key = _self_key(p.cuda, p.events)
     ops = [e for e in p.events if e.key.startswith("aten::")]
-    total = sum(getattr(e, key) for e in p.events if not e.key.startswith(("Optimizer", "ProfilerStep"))) or 1
+    if p.cuda:
+        total = sum(getattr(e, key) for e in p.events if _is_kernel(e))
+    else:
+        total = sum(e.self_cpu_time_total for e in p.events if _is_op(e))
     ranked = sorted(ops, key=lambda e: getattr(e, key), reverse=True)[:top]
     launches = sum(e.count for e in p.events if e.key in _LAUNCHES) if p.cuda else sum(e.count for e in ops)
-    host_syncs = sum(e.count for e in p.events if e.key in _SYNC_EVENTS)
-    return {"top": [(e.key, getattr(e, key) / 1e3 / p.steps, getattr(e, key) / total) for e in ranked],
+    waits = sum(e.count for e in p.events if e.key in (_WAITS if p.cuda else _HOST_READS))
+    return {"top": [(e.key, getattr(e, key) / 1e3 / p.steps, getattr(e, key) / (total or 1)) for e in ranked],
             "per_step": launches / p.steps, "launch_kind": "CUDA kernel launches" if p.cuda else "aten ops dispatched",
-            "syncs_per_step": host_syncs / p.steps}
+            "syncs_per_step": waits / p.steps,
+            "sync_kind": "host waits for the GPU (cudaStreamSynchronize...)" if p.cuda else
+                         "values read on the host (item, nonzero; a GPU waits only where the value lives on it)"}
 
 
 def saved_largest(model, x, y, batch: int, n: int = 3) -> tuple[list[tuple[str, str, int]], int]:
@@ -163,67 +237,10 @@ def summary_table(profiles: list[Profile], saved: list) -> "html_table":
                      *(f"{x['top'][i][0].replace('aten::', '')} {x['top'][i][1]:.2f} ({x['top'][i][2]:.0%})"
                        if i < len(x["top"]) else "" for x in s)))
     rows.append((f"{s[0]['launch_kind']} per step", *(f"{x['per_step']:.0f}" for x in s)))
-    rows.append(("host syncs per step (item, nonzero, blocking waits)", *(f"{x['syncs_per_step']:.1f}" for x in s)))
+    rows.append((f"{s[0]['sync_kind']} per step", *(f"{x['syncs_per_step']:.1f}" for x in s)))
     for i in range(max(len(v[0]) for v in saved)):
         rows.append((f"saved for backward, largest {i + 1} (ledger)",
                      *(f"{v[0][i][0]} {v[0][i][1]} {_device.fmt_bytes(v[0][i][2])}" if i < len(v[0]) else ""
                        for v in saved)))
     rows.append(("saved for backward, total (ledger)", *(_device.fmt_bytes(v[1]) for v in saved)))
     return html_table(rows, caption="The profile in numbers (times measured here; counts and bytes are facts)")
-
-
-# === 3. the course's tools ===========================================================================
-
-LESSONS = {"ops": "04 (launch overhead: each op pays a fixed cost)", "gemms": "03 (a loop of small Linears)",
-           "copied": "01 (broadcast matmul copies its operands)", "saved": "02 (what autograd keeps)",
-           "syncs": "06 (host syncs and data movement)", "cats": "06 (cat in a loop)",
-           "regime": "04 (the three regimes: compute, memory, overhead)"}
-
-
-def findings(steps: int = 2, dims: dict | None = None, regimes: bool = False) -> dict:
-    """Per training step, for the original and the fixed loop: ops dispatched, GEMMs, bytes copied, host
-    syncs, cats; bytes saved for backward (one batch); with `regimes`, the roofline's regime of the step
-    on this machine (measured peaks: machine-dependent)."""
-    d = dims or shape("cpu")
-    x, y = make_data(n=steps * d["batch"], T=d["T"])
-    slow, fixed = pair(dims=d)
-    rows = {}
-    for name, model, train in (("original", slow, slow_train), ("fixed", fixed, fixed_train)):
-        tr = trace_ops(train, model, x, y, steps=steps, batch=d["batch"])
-        sy = syncs(train, model, x, y, steps=steps, batch=d["batch"])
-        led = ledger(lambda: F.cross_entropy(model(x[:d["batch"]]), y[:d["batch"]]))
-        big = max(tr.copies, key=lambda op: op.write_bytes)
-        rows[name] = {"ops": len(tr.compute_ops) / steps, "gemms": len(tr.gemms) / steps,
-                      "copied": tr.copied_bytes / steps, "largest_copy": (big.name, big.out_shapes[0]),
-                      "saved": led.total_bytes, "syncs": len(sy.syncs) / steps,
-                      "sync_lines": sy.lines(), "cats": len(tr.named("cat")) / steps}
-        if regimes:
-            from .. import roofline
-
-            peaks = roofline.measure_peaks("cpu")
-            work = roofline.Work.from_trace(tr)
-            rows[name]["regime"] = peaks.regime_words(work)
-            rows[name]["floor_ms"] = peaks.floor(work) / steps * 1e3
-    return rows
-
-
-def findings_table(rows: dict) -> "html_table":
-    """The course's tools, original vs fixed, each row with the lesson that explains it."""
-    o, f = rows["original"], rows["fixed"]
-    fmt = _device.fmt_bytes
-    out = [("per training step", "original", "fixed", "lesson"),
-           ("ops that do work (op trace)", f"{o['ops']:.0f}", f"{f['ops']:.0f}", LESSONS["ops"]),
-           ("GEMMs (op trace)", f"{o['gemms']:.0f}", f"{f['gemms']:.0f}", LESSONS["gemms"]),
-           ("bytes copied (op trace)", fmt(o["copied"]), fmt(f["copied"]), LESSONS["copied"]),
-           ("largest copy (op trace)", _op(o["largest_copy"]), _op(f["largest_copy"]), LESSONS["copied"]),
-           ("saved for backward, one batch (ledger)", fmt(o["saved"]), fmt(f["saved"]), LESSONS["saved"]),
-           ("host syncs (sync detector)", f"{o['syncs']:.1f}", f"{f['syncs']:.1f}", LESSONS["syncs"]),
-           ("cats (op trace)", f"{o['cats']:.1f}", f"{f['cats']:.1f}", LESSONS["cats"])]
-    if "regime" in o:
-        out.append(("regime on this machine (roofline, measured peaks)", o["regime"], f["regime"], LESSONS["regime"]))
-    return html_table(out, caption="The course's tools on one training step")
-
-
-def _op(op) -> str:
-    name, shp = op
-    return f"{name} {'x'.join(map(str, shp))}"

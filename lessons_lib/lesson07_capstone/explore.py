@@ -1,10 +1,14 @@
 """Lesson 07's explorer and recorded results: LESSON (one variant per stage of fixes), explorer(), record
 and targets. `python -m lessons_lib.record` imports this module and reads KEY, `record`, `targets` and LESSON.
 
-A variant is one training step (the loop its stage calls for, one batch) of that stage's model; the explorer
-shows its time and, as a metric, the peak memory of one batch's forward + backward (measured).
+A variant is one training step (the loop its stage calls for, one batch) of that stage's model, its optimizer
+built once per model and kept across calls (steady-state steps); the explorer shows its time and, as a metric,
+the peak memory of one batch's forward + backward (measured). Model files (`record --model`) take each stage's
+work as CUDA runs it (gpu.step_work: foreach SGD, only ops that launch kernels), not the op trace's count.
 """
 from __future__ import annotations
+
+import weakref
 
 import torch
 
@@ -13,7 +17,7 @@ from ..lesson import Lesson, Param, Variant
 from ..trace import meta_reads
 from ..widgets import Explorer
 from .fixes import stages, step_peak
-from .model import FIXES, SHAPE, Model, copy_weights, make_data, train
+from .model import FIXES, SHAPE, Model, copy_weights, make_data, optimizer, train
 
 KEY = "07_capstone"  # this lesson's key in the recorded results
 STAGES = [name for name, _ in stages()]
@@ -29,12 +33,18 @@ def make_inputs(p: dict, device, dtype):
     return x.to(device), y.to(device), models
 
 
+_OPTS: "weakref.WeakKeyDictionary[Model, object]" = weakref.WeakKeyDictionary()  # one optimizer per model
+
+
 def _stage_step(name: str):
     def step(x, y, models):
+        model = models[name]
+        if model not in _OPTS:
+            _OPTS[model] = optimizer(model)
         if x.device.type == "meta":  # the model's work, traced: the loop's host reads need stand-in values
             with meta_reads():
-                return train(models[name], x, y, steps=1, batch=len(x))
-        return train(models[name], x, y, steps=1, batch=len(x))
+                return train(model, x, y, steps=1, batch=len(x), opt=_OPTS[model])
+        return train(model, x, y, steps=1, batch=len(x), opt=_OPTS[model])
     step.__name__ = f"step_{name.replace('+ ', '')}"
     step._stage = name
     return step
@@ -60,6 +70,14 @@ def _metrics(fn, x, y, models) -> dict[str, float]:
     return {"peak memory, forward + backward (MiB)": peak / 2**20} if peak is not None else {}
 
 
+def _model_work(p: dict, dtype) -> dict:
+    """Each stage's work per step as CUDA runs it (gpu.step_work), for model files: it replaces the op trace's
+    count, which takes x[j]'s reads of a CPU index and SGD's meta for loop for launches."""
+    from .gpu import step_work
+
+    return {name: step_work(fx, p, steps=1)[0] for name, fx in stages()}
+
+
 def _param(name, label, lo, hi):
     return Param(name, label, cpu=SHAPE["cpu"][name], gpu=SHAPE["cuda"][name], lo=lo, hi=hi)
 
@@ -80,6 +98,7 @@ LESSON = Lesson(
     validate=_validate,
     compare=("original", STAGES[-1]),
     metrics=_metrics,
+    model_work=_model_work,
 )
 
 
@@ -97,7 +116,7 @@ def record(device, quick: bool = False) -> dict:
 
     dev = torch.device(device)
     kind = "cuda" if dev.type == "cuda" else "cpu"
-    w = waterfall(dev, steps=1, max_time=8.0 if quick else 60.0, dims=dict(SHAPE["cpu" if quick else kind]))
+    w = waterfall(dev, max_time=8.0 if quick else 60.0, dims=dict(SHAPE["cpu" if quick else kind]))
     out = {"waterfall": {"shape": dict(SHAPE["cpu" if quick else kind]), "steps_per_call": w.steps,
                          "rounds": len(w.cmp.rounds[w.names[0]]),
                          "stages": {n: {"median_per_step": w.per_step(n), "peak_bytes": w.peaks.get(n)} for n in w.names},

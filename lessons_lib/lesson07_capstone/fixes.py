@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ..grading import rel_error
-from .model import FIXES, Model, copy_weights, make_data, shape, train
+from .model import FIXES, Model, copy_weights, make_data, optimizer, shape, train
 
 TOL = 1e-10  # float64: the rewrites reorder sums (one GEMM for three, fused norm), nothing more
 ODD = dict(C=24, H=3, E=2, T=5, batch=7)  # heads of 8, experts of 12, an odd batch and token count
@@ -119,7 +119,7 @@ def agreement_report(rows: list[Agreement]) -> str:
 
 class Waterfall(NamedTuple):
     names: list[str]  # the stages, in order
-    cmp: object  # noise.Comparison of one call (`steps` training steps) per stage
+    cmp: object  # noise.Comparison of one call (`steps` training steps, optimizer built once) per stage
     steps: int
     peaks: dict[str, int | None]  # bytes: one batch's forward + backward, measured (allocator or profiler)
     device: str
@@ -141,7 +141,7 @@ class Waterfall(NamedTuple):
             r = "" if i == 0 else _versus(self.cmp.ratio(self.names[i - 1], n), "", short=True)
             pk = self.peaks.get(n)
             rows.append((n, f"{self.per_step(n) * 1e3:.2f} ms", r, fmt_bytes(pk) if pk is not None else "n/a"))
-        calls = f"{self.steps} training step{'s' * (self.steps != 1)} a call"
+        calls = f"{self.steps} training step{'s' * (self.steps != 1)} a call, each optimizer built once"
         return html_table(rows, caption=f"Measured here ({self.device}): {calls}, paired rounds (noise.compare)")
 
     def plot(self):
@@ -168,30 +168,35 @@ def stage_models(device="cpu", dims: dict | None = None, fixes=None, seed=0) -> 
 
 
 def step_peak(model: Model, xb, yb) -> int | None:
-    """Peak bytes of one batch's forward + backward, measured (CUDA allocator, or the CPU profiler)."""
+    """Peak bytes of one batch's forward + backward, measured (CUDA allocator, or the CPU profiler), on the
+    batch's device (passed: a closure has no tensor to read it from; on a GPU it was measured as "40 B")."""
     from ..memory_timeline import measured_peaks
 
-    m = measured_peaks(lambda: F.cross_entropy(model(xb), yb))
+    m = measured_peaks(lambda: F.cross_entropy(model(xb), yb), device=xb.device)
     peaks = [p for p in (m.forward, m.backward) if p is not None]
     return max(peaks) if peaks else None
 
 
-def waterfall(device="cpu", steps: int = 1, max_time: float = 8.0, fixes=None, dims: dict | None = None) -> Waterfall:
+def waterfall(device="cpu", steps: int = 2, max_time: float = 8.0, fixes=None, dims: dict | None = None) -> Waterfall:
     """Time per training step after each fix (cumulative), in paired rounds: each fix against the stage before
-    it and the whole against the original decide or say 'not decided'. Peak memory per stage, measured."""
+    it and the whole against the original decide or say 'not decided'. Steady-state steps: each stage's
+    optimizer is built once and lives across the calls (its momentum buffers exist after the warm-up), and a
+    call trains `steps` steps (so the original's growing cat grows). Peak memory per stage, measured."""
     from .. import noise
 
-    d = dims or shape(device)
-    models = stage_models(device, d, fixes)
+    dev = torch.device(device)
+    d = dims or shape(dev)
+    models = stage_models(dev, d, fixes)
     x, y = make_data(n=steps * d["batch"], T=d["T"])
-    x, y = x.to(device), y.to(device)
+    x, y = x.to(dev), y.to(dev)
     names = list(models)
-    fns = {n: (lambda m=m: train(m, x, y, steps=steps, batch=d["batch"])) for n, m in models.items()}
+    opts = {n: optimizer(m) for n, m in models.items()}
+    fns = {n: (lambda m=m, o=opts[n]: train(m, x, y, steps=steps, batch=d["batch"], opt=o)) for n, m in models.items()}
     pairs = list(zip(names, names[1:])) + [(names[0], names[-1])]
-    cmp = noise.compare(fns, pairs=pairs, max_time=max_time, rounds=3)
+    cmp = noise.compare(fns, pairs=pairs, max_time=max_time, rounds=3, device=dev)
     xb, yb = x[:d["batch"]], y[:d["batch"]]
     peaks = {n: step_peak(m, xb, yb) for n, m in models.items()}
-    return Waterfall(names, cmp, steps, peaks, "GPU" if torch.device(device).type == "cuda" else "CPU")
+    return Waterfall(names, cmp, steps, peaks, "GPU" if dev.type == "cuda" else "CPU")
 
 
 def _versus(r, other: str, short: bool = False) -> str:
@@ -203,85 +208,3 @@ def _versus(r, other: str, short: bool = False) -> str:
     if r.median >= 1:
         return f"{r.median:.2f}× faster" if short else f"{r.median:.2f}× faster than {other}"
     return f"{1 / r.median:.2f}× slower" if short else f"{1 / r.median:.2f}× slower than {other}"
-
-
-# === graph_check, then CUDA graphs (a GPU) or the model (a CPU) =========================================
-
-def fixed_step(model: Model, opt):
-    """One training step of the fixed model as a function of the batch: what a CUDA graph would capture."""
-    def step(xb, yb):
-        loss = F.cross_entropy(model(xb), yb)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)  # the gradients stay in place: a graph replays into them
-        return loss.detach()
-    return step
-
-
-def graph_report(device="cpu", dims: dict | None = None):
-    """graph_check on the fixed training step (and the original's, for contrast): what capture would
-    refuse or freeze, seen on any device."""
-    from ..graph_hazards import graph_check
-
-    d = dims or shape(device)
-    x, y = make_data(n=d["batch"], T=d["T"])
-    x, y = x.to(device), y.to(device)
-    model = Model(True, d["C"], d["H"], d["E"]).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9, foreach=True)
-    return graph_check(fixed_step(model, opt), x, y)
-
-
-def graphed_step(device="cuda", max_time: float = 10.0):
-    """On a CUDA GPU: the fixed step captured as one CUDA graph and replayed, against the same step eager
-    (paired rounds). Elsewhere: (None, why not)."""
-    from .. import graphs, noise
-
-    if torch.device(device).type != "cuda" or not graphs.has_graphs():
-        return None, graphs.no_graphs_reason() or "CUDA graphs need a CUDA GPU."
-    d = shape(device)
-    x, y = (t.to(device) for t in make_data(n=d["batch"], T=d["T"]))
-    models = [Model(True, d["C"], d["H"], d["E"]).to(device) for _ in range(2)]
-    opts = [torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9, foreach=True) for m in models]
-    eager = fixed_step(models[0], opts[0])
-    captured, problem = graphs.try_capture(fixed_step(models[1], opts[1]), x, y)
-    if captured is None:
-        return None, problem
-    cmp = noise.compare({"fixed, eager": lambda: eager(x, y), "fixed, one CUDA graph": lambda: captured.replay(x, y)},
-                        pairs=[("fixed, eager", "fixed, one CUDA graph")], max_time=max_time)
-    return cmp, ""
-
-
-def gpu_model(gpus=None, dims: dict | None = None) -> dict[str, dict[str, float]]:
-    """The roofline's floor of one training step (seconds) on named GPUs (datasheet peaks, 5 µs per op
-    assumed): the original, the fixed step eager, and the fixed step as one CUDA graph (one launch).
-    Traced on `meta` at the GPU shape: nothing allocated. Figures: model, not measurements."""
-    import dataclasses
-
-    from .. import roofline
-    from ..trace import meta_reads, trace_ops
-
-    d = dims or shape("cuda")
-    steps = 2
-    with torch.device("meta"):
-        slow, fixed = Model(False, d["C"], d["H"], d["E"]), Model(True, d["C"], d["H"], d["E"])
-    x = torch.empty(steps * d["batch"], d["T"], 8, device="meta")
-    y = torch.empty(steps * d["batch"], dtype=torch.long, device="meta")
-    with meta_reads():  # the loops' host reads (.item(), a boolean mask) on meta
-        work = {"original": roofline.Work.from_trace(trace_ops(train, slow, x, y, steps=steps, batch=d["batch"])),
-                "fixed": roofline.Work.from_trace(trace_ops(train, fixed, x, y, steps=steps, batch=d["batch"]))}
-    work["fixed, one CUDA graph"] = dataclasses.replace(work["fixed"], launches=steps)
-    out = {}
-    for g in gpus or roofline.MODEL_GPUS:
-        pk = roofline.datasheet(g)
-        out[g] = {n: pk.floor(w) / steps for n, w in work.items()}
-        out[g]["launches per step (original, fixed)"] = (work["original"].launches / steps, work["fixed"].launches / steps)
-    return out
-
-
-def gpu_model_figure(model: dict | None = None):
-    """The model's floors per GPU, grouped bars (log): labelled model."""
-    from .. import plots
-
-    model = model or gpu_model()
-    rows = {f"{g} · model": {k: v for k, v in r.items() if isinstance(v, float)} for g, r in model.items()}
-    return plots.machines(rows, title="Floor of one training step, roofline model (datasheet peaks, 5 µs per op)")

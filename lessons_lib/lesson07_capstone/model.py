@@ -20,8 +20,8 @@ FIXES = {  # in the notebook's order; each one cumulative on the ones before
     "grouped": "GroupedLinear instead of a loop over small Linears (lesson 03)",
     "fused": "the norm and the activation as built-in ops instead of elementwise chains (lesson 04)",
     "saved": "attention by scaled_dot_product_attention: no (B, H, T, T) matrix kept for backward (lesson 02)",
-    "loop": "the loop: losses logged on the device, one cat, the mask made once, a foreach optimizer "
-            "(lessons 06 and 04)",
+    "loop": "the loop: the batch's rows indexed on the device in one op, no mask, losses kept on the device, "
+            "one cat at the end, and one fused optimizer update (lessons 06 and 04)",
 }
 # The model's default shape, by device. CPU: small, but wide (C=256) over few tokens (T=4), so that the
 # broadcast's weight copies (batch x C^2 each) cost more than the GEMM they feed (batch x T x C^2). GPU: 16 tokens, batch 64, where a small model's step lives on a big GPU:
@@ -72,11 +72,11 @@ def attention_sdpa(q, k, v):                         # (B, H, T, D) each
 def norm_by_hand(x, g, b, eps=1e-5):                 # x (B, T, C); g, b (C,)
     mu = x.mean(-1, keepdim=True)
     var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * g + b  # ~8 ops, each intermediate saved for backward
+    return (x - mu) / torch.sqrt(var + eps) * g + b  # an op per term; backward keeps several (counted in 3)
 
 
 def gelu_chain(x):
-    # hand-written tanh GELU: ~8 elementwise ops, each intermediate saved for backward
+    # hand-written tanh GELU: an elementwise op per term, several kept for backward (the notebook counts them)
     return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
@@ -216,14 +216,43 @@ def make_data(n=256, T=4, K=4, seed=0, dtype=torch.float32):
 
 # === the training loops =================================================================================
 
-def batches(n, steps, batch, seed=0):
-    """The rows of each step's batch: a shuffled order, fixed by the seed, the same for both loops."""
+def batches(n, steps, batch, seed=0, device=None):
+    """The rows of each step's batch: a shuffled order, fixed by the seed, the same for both loops. With
+    `device`, the order is moved there once (one copy, queued) and each batch is a slice of it on the device;
+    torch.randperm(n, device=device) would make it there outright, in another order than the host's."""
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    if device is not None:
+        order = order.to(device, non_blocking=True)
     return [order[(s * batch) % n:][:batch] for s in range(steps)]
 
 
-def slow_train(model, x, y, steps=20, batch=32, lr=1e-2):
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+def slow_optimizer(model, lr=1e-2):
+    """The forum's optimizer: SGD with momentum, its defaults. On a CPU that is a for loop over the parameters
+    (three ops each); on CUDA SGD already defaults to foreach (torch/optim/optimizer.py,
+    _default_to_fused_or_foreach), so that pitfall is a CPU one."""
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+
+
+def fixed_optimizer(model, lr=1e-2):
+    """SGD with momentum as one fused op (torch._fused_sgd_), its learning rate a 0-dim tensor on the
+    parameters' device: a CUDA graph can capture it, and a scheduler can copy_ a new value in (the CUDA
+    kernel reads the lr as a float32 tensor: FusedSgdKernel.cu; float64 elsewhere, so that float64 checks
+    match a Python float lr exactly). meta has no fused kernel: foreach there, one op per update too."""
+    p = next(model.parameters())
+    if p.device.type == "meta":
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, foreach=True)
+    lr_t = torch.tensor(lr, dtype=torch.float32 if p.device.type == "cuda" else torch.float64, device=p.device)
+    return torch.optim.SGD(model.parameters(), lr=lr_t, momentum=0.9, fused=True)
+
+
+def optimizer(model, lr=1e-2):
+    """The optimizer `train` builds for this model's loop; build one and pass it (`opt=`) to keep it across
+    calls, as a training script does (a new one each call starts every call from its first step)."""
+    return (fixed_optimizer if "loop" in model.fixed else slow_optimizer)(model, lr)
+
+
+def slow_train(model, x, y, steps=20, batch=32, lr=1e-2, opt=None):
+    opt = opt or slow_optimizer(model, lr)
     losses, outs = [], torch.empty(0, device=x.device, dtype=x.dtype)
     for idx in batches(len(x), steps, batch):
         xb = torch.stack([x[j] for j in idx])                           # one sample at a time, as a
@@ -239,12 +268,12 @@ def slow_train(model, x, y, steps=20, batch=32, lr=1e-2):
     return losses, outs
 
 
-def fixed_train(model, x, y, steps=20, batch=32, lr=1e-2):
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, foreach=True)  # one op per update
+def fixed_train(model, x, y, steps=20, batch=32, lr=1e-2, opt=None):
+    opt = opt or fixed_optimizer(model, lr)                             # one fused op per update
     losses = torch.empty(steps, dtype=x.dtype, device=x.device)        # logged on the device
     outs = []
-    for s, idx in enumerate(batches(len(x), steps, batch)):
-        xb, yb = x[idx], y[idx]                                         # the batch in one index op
+    for s, idx in enumerate(batches(len(x), steps, batch, device=x.device)):  # indices on the device
+        xb, yb = x[idx], y[idx]                                         # the batch in one index op each
         out = model(xb)
         loss = F.cross_entropy(out, yb)
         opt.zero_grad(set_to_none=True)
@@ -255,6 +284,6 @@ def fixed_train(model, x, y, steps=20, batch=32, lr=1e-2):
     return losses, torch.cat(outs)         # one cat; the losses stay on the device until someone reads them
 
 
-def train(model, x, y, steps=20, batch=32, lr=1e-2):
+def train(model, x, y, steps=20, batch=32, lr=1e-2, opt=None):
     """The loop a model's fixes call for: `fixed_train` when "loop" is among them, else `slow_train`."""
-    return (fixed_train if "loop" in model.fixed else slow_train)(model, x, y, steps, batch, lr)
+    return (fixed_train if "loop" in model.fixed else slow_train)(model, x, y, steps, batch, lr, opt)

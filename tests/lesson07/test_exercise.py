@@ -40,6 +40,29 @@ def test_each_fix_clears_its_own_line_in_any_order():
     assert len(cleared) == 4 and all("lesson 06" in c or "optimizer" in c for c in cleared)
 
 
+def test_checker_counts_host_syncs_as_cuda_does():
+    """x[idx] with the indices on the host copies them to the device with a blocking copy: the loop that
+    indexed the batch in one op with a CPU index still syncs twice a step on a GPU (the sync detector's CUDA
+    view), and the checker names the line."""
+    def cpu_indices(model, x, y, steps=20, batch=32, lr=1e-2):
+        opt = M.fixed_optimizer(model, lr)
+        losses, outs = torch.empty(steps, device=x.device), []
+        for s, idx in enumerate(M.batches(len(x), steps, batch)):  # the order left on the host
+            xb, yb = x[idx], y[idx]
+            out = model(xb)
+            loss = torch.nn.functional.cross_entropy(out, yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses[s] = loss.detach()
+            outs.append(out.detach())
+        return losses, torch.cat(outs)
+
+    v = E.check_exercise(_model(True), cpu_indices)
+    line = next(c for c in v.checks if c[0].startswith("host syncs"))
+    assert not line[1] and "2.0 host syncs per step" in line[2] and "x[idx], y[idx]" in line[2]
+
+
 def test_checker_turns_an_error_into_a_verdict_line():
     v = E.check_exercise(_model(True), lambda *a, **k: 1 / 0)
     assert not v.passed

@@ -67,3 +67,24 @@ def test_targets_read_the_stages_by_name_not_by_order():
     sec = _section(4.3)
     sec["waterfall"]["stages"] = dict(sorted(sec["waterfall"]["stages"].items()))
     assert X.targets("cpu", sec)[1]["value"] == 2e6 / 50e6
+
+
+def test_model_files_take_each_stages_work_as_cuda_runs_it():
+    """record --model uses LESSON.model_work: each stage's launches as CUDA runs it (gpu.step_work), fewer than
+    the op trace's count on meta, which takes the loop's reads of a CPU index for launches."""
+    small = {"C": 32, "H": 4, "E": 4, "T": 4, "batch": 8}
+    cuda = X.LESSON.model_work(small, torch.float32)
+    traced = X.LESSON.work(small)
+    assert set(cuda) == set(X.STAGES)
+    assert cuda["original"].launches < traced["original"].launches - 2 * small["batch"]
+    assert cuda["original"].launches > 3 * cuda["+ loop"].launches
+
+
+def test_the_explorers_steps_keep_their_optimizer():
+    small = {"C": 32, "H": 4, "E": 4, "T": 4, "batch": 8}
+    x, y, models = X.make_inputs(small, torch.device("cpu"), torch.float32)
+    step = X.LESSON.variant("original").fn
+    step(x, y, models)
+    opt = X._OPTS[models["original"]]
+    step(x, y, models)
+    assert X._OPTS[models["original"]] is opt and len(opt.state) == len(list(models["original"].parameters()))

@@ -1,6 +1,10 @@
-"""The waterfall, graph_check and the GPU model (no clock in any assertion)."""
+"""The waterfall, graph_check, the shipped step and the GPU model (no clock in any assertion)."""
+import torch
+
 from lessons_lib.lesson07_capstone import fixes as X
+from lessons_lib.lesson07_capstone import gpu as G
 from lessons_lib.lesson07_capstone import model as M
+from lessons_lib.trace import trace_ops
 
 SMALL = dict(C=32, H=4, E=4, T=6, batch=8)
 
@@ -12,26 +16,71 @@ def test_stages_are_cumulative_in_the_given_order():
 
 def test_waterfall_measures_every_stage_and_speaks_through_the_noise_rule():
     w = X.waterfall(dims=SMALL, max_time=3.0)
-    assert w.names == [n for n, _ in X.stages()]
+    assert w.names == [n for n, _ in X.stages()] and w.steps == 2
     assert all(w.per_step(n) > 0 for n in w.names)
     assert len(w.sentences()) == len(w.names)
     for line in w.sentences():  # a ratio or the noise rule's sentence, never a bare assertion
         assert "faster" in line or "slower" in line or "not decided" in line or "no faster" in line
     assert w.peaks["original"] > w.peaks[w.names[-1]]  # the fixed step's peak is lower (bytes: no clock)
-    assert "stage" in str(w.table())
+    assert "optimizer built once" in str(w.table())
     w.plot()
 
 
-def test_graph_check_on_the_fixed_step_finds_only_the_frozen_lr():
-    r = X.graph_report(dims=SMALL)
-    assert r.kinds == ["frozen Python value"]
+def test_an_optimizer_passed_in_lives_across_calls():
+    """The waterfall times steady-state steps: with the optimizer passed (as it does), a second call makes no
+    momentum buffers (SGD's first step clones each gradient on a CPU; fused SGD allocates them) and updates them."""
+    for fixed, first_step_op in ((False, "clone"), (True, "empty_like")):
+        torch.manual_seed(0)
+        model = M.Model(fixed, SMALL["C"], SMALL["H"], SMALL["E"])
+        x, y = M.make_data(n=SMALL["batch"], T=SMALL["T"])
+        opt = M.optimizer(model)
+        first = trace_ops(M.train, model, x, y, 1, SMALL["batch"], opt=opt)
+        again = trace_ops(M.train, model, x, y, 1, SMALL["batch"], opt=opt)
+        n_params = len(list(model.parameters()))
+        assert len(first.named(first_step_op)) - len(again.named(first_step_op)) >= n_params
+        assert len(opt.state) == n_params
+
+
+def test_graph_check_on_the_fixed_step_names_the_float_lr_only_for_foreach():
+    reports = G.graph_reports(dims=SMALL)
+    foreach, fused = reports.values()
+    assert foreach.kinds == ["frozen Python value"]
+    assert fused.kinds == []  # fused SGD, lr a 0-dim tensor on the parameters' device
+    words = G.graph_words(foreach)
+    assert len(words) == len(foreach.hazards) and "scheduler" in words[0]
+    assert G.graph_words(fused)[0].startswith("no hazard seen")
 
 
 def test_cuda_graphs_say_why_not_on_a_cpu_and_the_model_stands_in():
-    cmp, why = X.graphed_step("cpu")
+    cmp, why = G.shipped_comparison("cpu")
     assert cmp is None and "CUDA" in why
-    m = X.gpu_model()
+    assert G.graphed_agreement("cpu") is None
+    m = G.gpu_model()
     assert set(m) == {"T4", "A100", "H100"}
     for r in m.values():
-        assert r["original"] > 5 * r["fixed"] and r["fixed, one CUDA graph"] <= r["fixed"]
-    X.gpu_model_figure(m)
+        assert r["original"] > 3 * r["fixed"] and r["original"] > 5 * r["fixed, one CUDA graph"]
+    G.gpu_model_figure(m)
+
+
+def test_the_gpu_model_counts_what_launches_on_a_gpu():
+    """x[j] with a CPU index reads host memory (no kernel); SGD is foreach on CUDA; the graph is one launch and
+    REPLAY_EXTRA copies a step. The old count (every op dispatched on meta) took 452 ops for the original."""
+    w = G.gpu_work(SMALL, steps=2)
+    orig, fixed, graph = (w[k] for k in ("original", "fixed", "fixed, one CUDA graph"))
+    assert orig[0].launches == orig[1] and fixed[0].launches == fixed[1]
+    assert graph[0].launches == 2 * (1 + G.REPLAY_EXTRA) and graph[1] > fixed[1]  # set_to_none=False: zero_ + add_
+    d = dict(SMALL)
+    with torch.device("meta"):
+        slow = M.Model(False, d["C"], d["H"], d["E"])
+    from lessons_lib.trace import meta_reads
+
+    with meta_reads():
+        every_op = trace_ops(M.train, slow, torch.empty(16, 6, 8, device="meta"),
+                             torch.empty(16, dtype=torch.long, device="meta"), 2, 8)
+    assert len(every_op.compute_ops) > orig[1] + 2 * 2 * SMALL["batch"]  # the host reads x[j], y[j] at least
+    try:
+        G.gpu_model(["nosuch"])
+    except ValueError as err:
+        assert "nosuch" in str(err)
+    else:
+        raise AssertionError("an unknown GPU must be refused")

@@ -56,3 +56,28 @@ def test_it_learns_and_the_loss_curves_match():
     assert sum(ls[-8:]) / 8 < 0.6 * ls[0]
     # float32: the curves agree to rounding, step by step
     assert max(abs(a - b) for a, b in zip(ls, lf)) < 1e-3
+
+
+def test_the_fixed_loop_keeps_its_indices_on_the_device():
+    """The same batches as the host's order (both loops see the same rows), moved once and sliced there."""
+    host = M.batches(50, 4, 8)
+    same = M.batches(50, 4, 8, device="cpu")
+    meta = M.batches(50, 4, 8, device="meta")
+    assert all(torch.equal(h, s) for h, s in zip(host, same))
+    assert all(m.device.type == "meta" and m.shape == h.shape for h, m in zip(host, meta))
+    assert len({id(m._base) for m in meta}) == 1  # slices of one moved order, not a copy each step
+
+
+def test_the_optimizers():
+    """The forum's SGD keeps its defaults (a for loop on a CPU, foreach on CUDA); the fixed loop's is fused with
+    the lr a 0-dim tensor on the parameters' device (capture-safe; float64 so float64 checks match 0.01 exactly),
+    foreach on meta, which has no fused kernel."""
+    slow, fixed = pair(dims=X.ODD)
+    so, fo = M.optimizer(slow), M.optimizer(fixed)
+    assert so.defaults["foreach"] is None and so.defaults["fused"] in (None, False)
+    assert fo.defaults["fused"] is True
+    lr = fo.param_groups[0]["lr"]
+    assert isinstance(lr, torch.Tensor) and lr.dim() == 0 and lr.dtype == torch.float64 and float(lr) == 1e-2
+    with torch.device("meta"):
+        on_meta = M.Model(True, 24, 3, 2)
+    assert M.optimizer(on_meta).defaults["foreach"] is True
