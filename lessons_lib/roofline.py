@@ -305,19 +305,22 @@ def _measure_tf32(dev: torch.device, n: int) -> float | None:
         return None
     a = torch.randn(n, n, device=dev)
     matmul = torch.backends.cuda.matmul
-    new_api = isinstance(getattr(matmul, "fp32_precision", None), str)  # torch 2.9+: set it the way it was read
-    before = matmul.fp32_precision if new_api else matmul.allow_tf32
-    if new_api:
+    new = getattr(matmul, "fp32_precision", None)  # torch 2.9+; None before
+    try:  # the old setter keeps both APIs in step (old ATen code paths check that they agree)
+        old = matmul.allow_tf32
+    except RuntimeError:  # the program has mixed the two APIs already: its old getter raises
+        old = None
+    if old is None:
         matmul.fp32_precision = "tf32"
     else:
         matmul.allow_tf32 = True
     try:
         t = timing.measure(torch.mm, a, a, label="peak matmul, TF32", min_run_time=0.3, device=dev)
     finally:
-        if new_api:
-            matmul.fp32_precision = before
-        else:
-            matmul.allow_tf32 = before
+        if old is not None:
+            matmul.allow_tf32 = old
+        if new is not None:
+            matmul.fp32_precision = new  # exactly as found ("none" stays "none", not the old setter's "ieee")
     return 2 * n**3 / t.median
 
 

@@ -196,15 +196,20 @@ def test_peaks_cache_key_survives_the_two_tf32_apis_mixed():
         assert roofline._precision_key() != before
 
 
-def test_the_tf32_peak_measurement_leaves_the_settings_as_found(monkeypatch):
+@pytest.mark.parametrize("mixed", [None, "conv", "matmul"])
+def test_the_tf32_peak_measurement_leaves_the_settings_as_found(monkeypatch, mixed):
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("needs a CUDA GPU with TF32 (or -p tests.simgpu --simulate-gpu=h100)")
+    if mixed and not hasattr(torch.backends.cudnn, "conv"):
+        pytest.skip("torch.backends.*.fp32_precision arrived in torch 2.9")
     seen = []
     monkeypatch.setattr(roofline.timing, "measure", lambda *a, **k: seen.append(roofline.trace.tf32_enabled("matmul"))
                         or roofline.timing.Timing("stub", 1e-3, 0.0, [1e-3], 1, "stub", "cuda"))
     with _restored():
-        if hasattr(torch.backends.cudnn, "conv"):
-            torch.backends.cudnn.conv.fp32_precision = "ieee"  # the APIs mixed: the old matmul getter still agrees
+        if mixed == "conv":
+            torch.backends.cudnn.conv.fp32_precision = "ieee"  # cuDNN's APIs mixed: the old matmul getter still works
+        elif mixed == "matmul":
+            torch.backends.cuda.matmul.fp32_precision = "tf32"  # the old matmul getter raises from here on
         before = roofline.tf32_settings()
         assert roofline._measure_tf32(torch.device("cuda"), 64) == pytest.approx(2 * 64**3 / 1e-3)
         assert seen == [True] and roofline.tf32_settings() == before
