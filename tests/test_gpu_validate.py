@@ -29,6 +29,11 @@ def _ctx(tmp_path, **kw) -> gv.Ctx:
                   notebooks=[], **kw)
 
 
+def test_the_unit_stage_leaves_out_the_dry_run_test_by_its_real_name():
+    path, _, name = stages.DRY_RUN_TEST.partition("::")
+    assert path == "tests/test_gpu_validate.py" and name in globals()
+
+
 def test_the_budgets_end_the_run_within_seven_minutes_and_the_lead_call_leaves_room():
     assert set(gv.BUDGETS) == set(gv.STAGES)
     assert sum(planned for planned, _ in gv.BUDGETS.values()) <= 7 * 60
