@@ -1,0 +1,100 @@
+"""GPU facts behind lesson 03's TF32 handling and its step model (< 10 s on an H100; prints, never raises).
+
+1. The torch 2.9+ TF32 API alone (no old flag) works in cuBLAS and cuDNN calls (old ATen paths checked that the
+   two APIs agree): the course sets torch.backends.cudnn.conv.fp32_precision alone in L.conv_tf32_check.
+2. The grouped Conv1d's error against float64 with cuDNN's TF32 on and off (the H200 gave 4.35e-04 with it on).
+3. The model behind the 'near its floor' claim (evidence.step_model: GEMMs at 50% of the fp32 peak, memory at
+   80% of the bandwidth, kernels one after another): the batched GEMM's achieved FLOP/s, a copy's bandwidth,
+   and the channels-first step against the model's time.
+4. The Conv1d's training step with cuDNN's TF32 on and off (is the thread's gap a TF32 artefact?).
+"""
+import sys
+import time
+
+import torch
+
+if not torch.cuda.is_available():
+    print("needs CUDA")
+    sys.exit(0)
+
+
+def cuda_ms(fn, reps=10):
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[len(times) // 2]
+
+
+def main():
+    from lessons_lib import roofline
+    from lessons_lib.grading import rel_error
+    from lessons_lib.lesson03_grouped_linear import evidence, lessons, variants
+
+    t0 = time.perf_counter()
+    name = torch.cuda.get_device_name()
+    print(f"device: {name}, capability {torch.cuda.get_device_capability()}, torch {torch.__version__}")
+    print(roofline.tf32_settings())
+    conv = torch.backends.cudnn.conv
+    matmul = torch.backends.cuda.matmul
+    # 1. the new API alone
+    for what, owner, value, call in (
+            ("matmul", matmul, "tf32", lambda: torch.randn(64, 64, device="cuda") @ torch.randn(64, 64, device="cuda")),
+            ("conv", conv, "ieee", lambda: torch.nn.functional.conv1d(
+                torch.randn(2, 8, 5, device="cuda", requires_grad=True),
+                torch.randn(8, 4, 1, device="cuda", requires_grad=True), groups=2).sum().backward())):
+        before = owner.fp32_precision
+        try:
+            owner.fp32_precision = value
+            call()
+            torch.cuda.synchronize()
+            print(f"1. {what}.fp32_precision = {value!r} alone: the call ran")
+        except Exception as err:  # the fact to learn
+            print(f"1. {what}.fp32_precision = {value!r} alone: {type(err).__name__}: {str(err)[:160]}")
+        finally:
+            owner.fp32_precision = before
+    # 2. the Conv1d's error
+    print("2.", evidence.conv_tf32_check("cuda").replace("\n", "\n   "))
+    # 3. the step model's efficiencies, at the thread's shape
+    p = lessons.THREAD_SHAPE
+    x, w, b, g = lessons.make_train_inputs(p, "cuda", torch.float32)
+    N, G, K, L = p["batch"], p["groups"], p["group_size"], p["length"]
+    x4 = x.detach().view(N, G, K, L)
+    gemm_ms = cuda_ms(lambda: torch.matmul(w.detach(), x4))
+    peaks = roofline.datasheet(name, torch.float32, tf32=False)
+    flops = 2 * N * G * K * K * L
+    print(f"3. one batched GEMM (batch {N * G} of {K}x{K} @ {K}x{L}): {gemm_ms:.3f} ms, {flops / gemm_ms / 1e9:.1f} "
+          f"TFLOP/s" + (f" = {flops / gemm_ms * 1e3 / peaks.flops:.0%} of the datasheet fp32 peak" if peaks else ""))
+    dst = torch.empty_like(x)
+    copy_ms = cuda_ms(lambda: dst.copy_(x.detach()))
+    gbs = 2 * x.numel() * 4 / copy_ms / 1e6
+    print(f"   a copy of {x.numel() * 4 / 2**20:.0f} MiB: {copy_ms:.3f} ms, {gbs:.0f} GB/s"
+          + (f" = {gbs * 1e9 / peaks.bandwidth:.0%} of the datasheet bandwidth" if peaks else ""))
+    step = lambda fn: cuda_ms(lambda: lessons.train_step(fn, x, w, b, g))  # noqa: E731
+    for vname, fn in (("matmul, channels first", variants.matmul_channels), ("bmm, rows first", variants.bmm_rows)):
+        ms = step(fn)
+        model = evidence.step_model(peaks)[vname]["model"] * 1e3 if peaks else float("nan")
+        print(f"   training step, {vname}: {ms:.3f} ms; model {model:.3f} ms (bar x1.25 = {1.25 * model:.3f} ms)")
+    # 4. the Conv1d's step with TF32 on and off
+    before = conv.fp32_precision
+    try:
+        for value in ("tf32", "ieee"):
+            conv.fp32_precision = value
+            print(f"4. grouped Conv1d training step, conv.fp32_precision = {value!r}: "
+                  f"{step(variants.grouped_conv1d):.2f} ms")
+    finally:
+        conv.fp32_precision = before
+    print(f"probe took {time.perf_counter() - t0:.1f} s")
+
+
+try:
+    main()
+except Exception as err:  # a probe reports; it never fails the run
+    print(f"probe stopped: {type(err).__name__}: {err}")
+sys.exit(0)
