@@ -68,3 +68,14 @@ def test_recording_backend_sees_g_separate_gemms():
         pytest.skip(rec.problem)
     fwd = rec.of_kind("forward")[0]
     assert sum(op in ("mm", "addmm", "bmm", "baddbmm") for op in fwd.ops) == 3
+
+
+def test_the_adam_comparison_tells_the_harness_where_it_runs(monkeypatch):
+    """opt.step takes no arguments: without device= the H200 run timed it as a CPU call ('not decided, spread 75%')."""
+    from lessons_lib import noise
+    from lessons_lib.lesson03_grouped_linear import inside
+
+    seen = {}
+    monkeypatch.setattr(noise, "compare", lambda fns, **kw: seen.update(kw) or "compared")
+    assert inside.optimizer_timings("cpu", groups=2, group_size=4) == "compared"
+    assert str(seen["device"]) == "cpu"
