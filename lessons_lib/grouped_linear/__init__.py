@@ -48,6 +48,11 @@ sample (`Timing.least`): on a busy machine noise only adds time. Under
 `torch.compile` or on `meta` (an op trace) it never times anything: it uses the cached choice,
 or `bmm`.
 
+TF32: on a GPU with TF32 tensor cores, PyTorch's defaults run the `conv` strategy's float32 work in TF32
+(cuDNN) and the GEMM strategies' in full float32 (cuBLAS), so there auto compares a 10-bit-mantissa Conv1d
+with full-precision GEMMs; `explain()` marks each strategy that ran in TF32. Pass `strategy=` (or set
+`torch.backends.cudnn.conv.fp32_precision = "ieee"`, torch 2.9+) where that precision matters.
+
 Which file holds what:
 
 - strategies.py  the strategy functions (loop, bmm, matmul_channels, einsum, block_diagonal, conv, grouped_mm,
