@@ -24,8 +24,9 @@ Which file holds what:
                         the summary and the cap on a graph's gain
 - evidence_reported.py  the thread's tables (reported) beside the model: tables, figure, fit, rise, widths above the cap
 - catalogue.py          capture safety: Entry, CATALOGUE (expected verdicts and sources), check_entry, catalogue_table
-- on_gpu.py             capture by hand, the GPU lesson, eager vs graphed timed, the replay checked,
-                        seed 003's make_graphed_callables experiment, the reduce-overhead note
+- on_gpu.py             capture by hand, a failed capture's aftermath, the GPU lesson, eager vs graphed timed
+                        (replay and input copies apart), the replay checked, seed 003's make_graphed_callables
+                        experiment, the reduce-overhead note
 - explore.py            the explorer, `record` and `targets` (read by `python -m lessons_lib.record`)
 - exercise.py           the exercise: starter, float64 reference, inputs, checker
 
@@ -46,7 +47,8 @@ from .evidence_reported import (  # noqa: F401
 )
 from .catalogue import _xy, catalogue_table  # noqa: F401
 from .on_gpu import (  # noqa: F401
-    check_graphed, compare_on_gpu, graphed_callables_ratio, kept_reference_demo, reduce_overhead_note,
+    check_graphed, compare_on_gpu, failed_capture_demo, graphed_callables_ratio, kept_reference_demo,
+    reduce_overhead_note,
 )
-from .explore import COMPUTE_BOUND, explorer, OVERHEAD_BOUND  # noqa: F401
+from .explore import explorer, KERNEL_BOUND, OVERHEAD_BOUND  # noqa: F401
 from .exercise import check_exercise, exercise_inputs, exercise_starter, HISTORY  # noqa: F401

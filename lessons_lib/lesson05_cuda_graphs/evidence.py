@@ -55,7 +55,8 @@ def dispatch_estimate() -> noise.Estimate:
     if "cpu" not in _DISPATCH:
         one = torch.ones(1)
         _DISPATCH["cpu"] = noise.settle(
-            lambda: timing.measure(torch.add, one, one, label="per-op overhead", min_run_time=0.05, max_time=1.0).median,
+            lambda: timing.measure(torch.add, one, one, label="per-op overhead", min_run_time=0.05, max_time=1.0,
+                                   device="cpu").median,
             rounds=3, max_rounds=7, max_time=3.0)
     return _DISPATCH["cpu"]
 
@@ -108,12 +109,12 @@ def model_step(params: dict, gpu: str = "T4", kind: str = "PseudoLinear", dispat
                      launch_queue.per_step(graph_ops))
 
 
-def gpu_model(params: dict, device="cuda") -> ModelStep:
+def gpu_model(params: dict, device="cuda", kind: str = "PseudoLinear") -> ModelStep:
     """On a GPU: the model with this host's measured cost of a tiny CUDA op (launch included, so no
     assumed launch cost on top) and this GPU's datasheet (T4's when the GPU has no preset)."""
     dev = torch.device(device)
     p = dataclasses.replace(launch_queue.preset(_preset_for(dev)), kernel_launch=0.0)
-    return model_step(params, p.name, dispatch=roofline.overhead(dev), preset=p)
+    return model_step(params, p.name, kind, dispatch=roofline.overhead(dev), preset=p)
 
 
 def timeline_figure(params: dict, gpu: str = "T4", dispatch: float | None = None):

@@ -11,7 +11,7 @@ from .. import device as _device
 from ..widgets import Explorer
 from .evidence import host_dispatch, model_step
 from .lessons import LESSON
-from .on_gpu import gpu_lesson, graphed_callables_ratio
+from .on_gpu import GraphParts, gpu_lesson, graph_parts, graphed_callables_ratio
 
 
 def _model_metrics(gpu: str):
@@ -36,18 +36,22 @@ def explorer(device=None, gpu: str = "T4") -> Explorer:
 # --- recorded results ---------------------------------------------------------------------------------
 
 OVERHEAD_BOUND = {"width": 256, "batch": 64, "layers": 8}  # the model: eager ≫ graphed on every preset
-COMPUTE_BOUND = {"width": 4096, "batch": 16384, "layers": 2}  # the model: within a few % on every preset
+# Long kernels: 18 elementwise ops of up to 768 MiB each (5.5 GiB a step, no FLOPs to speak of: memory-bound),
+# about 1.8 ms a step on an H100's datasheet while the host issues them in about 0.1 ms. The kernels set the
+# pace (not compute): the model puts the graph's gain within 1% on every preset.
+KERNEL_BOUND = {"width": 4096, "batch": 16384, "layers": 2}
 
 
 def record(device, quick: bool = False) -> dict:
     """Measured only: eager (and on a GPU graphed, reduce-overhead) at the overhead-bound and the
-    compute-bound shapes, capture cost; a width sweep of eager. Model figures are not stored here."""
+    kernel-bound shapes, capture cost, and at the kernel-bound shape the replay and the input copies apart;
+    a width sweep of eager. Model figures are not stored here (copies_model is the bytes' ratio)."""
     dev = torch.device(device)
     t = 0.05 if quick else 0.2
     out: dict = {"dispatch_s": host_dispatch()}
     lesson = gpu_lesson(dev)
     shapes = {"overhead_bound": OVERHEAD_BOUND} if dev.type != "cuda" or quick else \
-        {"overhead_bound": OVERHEAD_BOUND, "compute_bound": COMPUTE_BOUND}
+        {"overhead_bound": OVERHEAD_BOUND, "kernel_bound": KERNEL_BOUND}
     pk = roofline.measure_peaks(dev)
     for label, shape in shapes.items():
         run = lesson.run(shape, dev, min_run_time=t)
@@ -57,20 +61,28 @@ def record(device, quick: bool = False) -> dict:
     out["sweeps"] = {"width": results.sweep_to_dict(lesson.sweep("width", widths, None, dev, min_run_time=t / 2,
                                                                  progress=False))}
     if dev.type == "cuda" and not quick:
+        parts = graph_parts(KERNEL_BOUND, dev)
+        if isinstance(parts, GraphParts):
+            out["kernel_bound"]["parts"] = {"replay": parts.replay.median, "with_copies": parts.with_copies.median,
+                                            "copies_model": parts.copies_model}
         r = graphed_callables_ratio(512, device=dev, min_run_time=t)
         if isinstance(r, dict):
-            out["seed_ratio_512"] = {"params": r["params"], "ratio": r["ratio"]}
+            out["seed_ratio_512"] = {"params": r["params"], "ratio": r["ratio"], "left_eager": r["left_eager"]}
     return out
 
 
 def targets(device, section: dict) -> list[dict]:
     """The course's bars for this lesson that a recorded GPU section can speak to."""
     out = []
-    ob, cb = section.get("overhead_bound", {}), section.get("compute_bound", {})
-    for label, data, bar, test in (("graph speed-up, overhead-bound step", ob, ">= 2", lambda s: s >= 2),
-                                   ("graph change, compute-bound step", cb, "within 10%", lambda s: abs(s - 1) < 0.1)):
-        v = data.get("variants", {})
-        if "CUDA graph" in v and "eager" in v:
-            s = v["eager"]["median"] / v["CUDA graph"]["median"]
-            out.append({"name": label, "value": s, "bar": bar, "ok": bool(test(s))})
+    v = section.get("overhead_bound", {}).get("variants", {})
+    if "CUDA graph" in v and "eager" in v:
+        s = v["eager"]["median"] / v["CUDA graph"]["median"]
+        out.append({"name": "graph speed-up, overhead-bound step", "value": s, "bar": ">= 2", "ok": bool(s >= 2)})
+    parts = section.get("kernel_bound", {}).get("parts")
+    if parts:  # the claim tests' bars: the replay within 10% of no change, the copies within 10% of their bytes' model
+        r, c, m = parts["replay"], parts["with_copies"], parts["copies_model"]
+        out.append({"name": "graph replay, kernel-bound step", "value": r, "bar": "within 10% of 1",
+                    "ok": bool(1 / 1.1 <= r <= 1.1)})
+        out.append({"name": "graph replay + input copies, kernel-bound step", "value": c,
+                    "bar": f"within 10% of {m:.2f} (bytes)", "ok": bool(m / 1.1 <= c <= m * 1.1)})
     return out

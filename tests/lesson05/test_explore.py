@@ -53,5 +53,10 @@ def test_record_quick_on_cpu_measures_eager_only(monkeypatch, one_thread):
 
 def test_targets_read_a_gpu_section():
     sec = {"overhead_bound": {"variants": {"eager": {"median": 3.0}, "CUDA graph": {"median": 1.0}}},
-           "compute_bound": {"variants": {"eager": {"median": 1.0}, "CUDA graph": {"median": 0.95}}}}
-    assert [t["ok"] for t in explore.targets("cuda", sec)] == [True, True]
+           "kernel_bound": {"variants": {"eager": {"median": 1.0}, "CUDA graph": {"median": 1.14}},
+                            "parts": {"replay": 1.02, "with_copies": 0.88, "copies_model": 0.846}}}
+    assert [(t["name"], t["ok"]) for t in explore.targets("cuda", sec)] == [
+        ("graph speed-up, overhead-bound step", True), ("graph replay, kernel-bound step", True),
+        ("graph replay + input copies, kernel-bound step", True)]
+    sec["kernel_bound"]["parts"]["replay"] = 0.88  # the H200's figure with the copies counted: not the replay's bar
+    assert [t["ok"] for t in explore.targets("cuda", sec)] == [True, False, True]

@@ -1,7 +1,10 @@
 """Lesson 05 (CUDA graphs, seed 003): GPU claims (marked gpu, skipped without CUDA), bars derived from the model."""
+import math
+
 import pytest
 
 from lessons_lib.lesson05_cuda_graphs import evidence, exercise, explore, on_gpu
+from lessons_lib.lesson05_cuda_graphs.lessons import MODEL_LAYERS
 from .helpers import _solution
 
 
@@ -24,17 +27,34 @@ def test_gpu_graphs_at_least_2x_faster_in_the_overhead_bound_regime():
 
 
 @pytest.mark.gpu
-def test_gpu_graphs_change_a_compute_bound_step_by_less_than_10_percent():
-    # model: within 2% (the host is far ahead of kernels of a millisecond); margin 10% for noise
-    assert abs(evidence.gpu_model(explore.COMPUTE_BOUND).speedup - 1) < 0.02
-    assert abs(_graph_speedup(explore.COMPUTE_BOUND) - 1) < 0.10
+def test_gpu_graphs_change_a_kernel_bound_step_by_less_than_10_percent():
+    # Kernel-bound (memory-bound elementwise kernels of up to 768 MiB, 5.5 GiB a step): the host is far ahead,
+    # so the model puts a graph's gain within 2%. The replay is timed alone (inputs already in the static buffers),
+    # in paired rounds; its ratio's inter-quartile range must lie within 10% of the model (clock and memory
+    # bandwidth drift between rounds; the graph's own gaps between kernels, which the model takes from its presets).
+    # Before: the timed graph also copied x and g (256 MiB each) in, and measured 0.88 on the H200.
+    model = evidence.gpu_model(explore.KERNEL_BOUND).speedup
+    assert abs(model - 1) < 0.02
+    parts = on_gpu.graph_parts(explore.KERNEL_BOUND, "cuda")
+    assert model / 1.1 <= parts.replay.low and parts.replay.high <= model * 1.1, str(parts)
+    # The copies into the static inputs are memory-bound kernels too: eager ÷ (replay + copies) is the step's
+    # bytes over the step's and the copies' (0.85), within 10%.
+    assert parts.copies_model / 1.1 <= parts.with_copies.median <= parts.copies_model * 1.1, str(parts)
 
 
 @pytest.mark.gpu
-def test_gpu_seed_ratio_at_width_512_rises_with_graphs():
-    # the thread: 0.44× eager → 1.74× graphed; the model: graphed ≥ eager at every width (unit test above)
-    r = on_gpu.graphed_callables_ratio(512)
-    assert r["ratio"]["graphed"] > r["ratio"]["eager"]
+def test_gpu_make_graphed_callables_leaves_the_same_eager_work_for_both_kinds_at_width_512():
+    # Linear ÷ PseudoLinear (PseudoLinear's speed-up): the thread 0.44 eager → 1.74 graphed; the H200 1.35 → 0.86.
+    # make_graphed_callables graphs the module's forward and backward; one gradient accumulation per parameter
+    # and for x stays eager (Graphed.backward returns their gradients to AccumulateGrad nodes), with the engine,
+    # for both kinds alike. So the graphed ratio lies between 1 (that remainder dominates) and the whole-step
+    # model's ratio (the graphs' device time dominates), LEFTOVER_MARGIN either side: no rise is promised.
+    r = on_gpu.graphed_callables_ratio(512, device="cuda")
+    assert r["left_eager"] == {"Linear": 2 * MODEL_LAYERS + 1, "PseudoLinear": 2 * MODEL_LAYERS + 1}
+    low, high, whole = on_gpu.graphed_band(r["params"], "cuda")
+    graphed = r["ratio"]["graphed"]
+    assert low <= graphed <= high, f"{r['sentence']}; band {low:.2f}-{high:.2f} (whole-step model {whole:.2f})"
+    assert math.isfinite(r["ratio"]["whole step captured"])
 
 
 @pytest.mark.gpu

@@ -11,7 +11,8 @@ from .helpers import CUDA
 @pytest.mark.skipif(CUDA, reason="the CPU path")
 def test_gpu_only_functions_explain_themselves_on_a_cpu():
     for text in (on_gpu.kept_reference_demo("cpu"), on_gpu.check_graphed(device="cpu"),
-                 on_gpu.graphed_callables_ratio(device="cpu")):
+                 on_gpu.graphed_callables_ratio(device="cpu"), on_gpu.failed_capture_demo("cpu"),
+                 on_gpu.graph_parts(device="cpu")):
         assert "No CUDA GPU" in text
     cmp = on_gpu.compare_on_gpu(device="cpu")
     assert cmp.run is None and "predicted" in str(cmp)
@@ -40,8 +41,19 @@ def test_the_reduce_overhead_note_states_the_documented_facts(monkeypatch):
 
 
 def test_seed_model_bytes_by_hand():
-    # width 2, batch 3, layers 1: weights 2·2·(4 + 2) + 2·2·2·2 = 40; activations 4·(2 + 4)·3·2 = 144
-    assert on_gpu.seed_model_bytes({"width": 2, "batch": 3, "layers": 1}) == 4 * (2 * 40 + 144)
+    # width 2, batch 3, layers 1: weights 3·2·(4 + 2) + 3·2·2·2 = 60; activations 6·(2 + 4)·3·2 = 216
+    assert on_gpu.seed_model_bytes({"width": 2, "batch": 3, "layers": 1}) == 4 * (2 * 60 + 216)
+
+
+def test_the_graphed_band_lies_between_one_and_the_whole_step_model(monkeypatch):
+    from types import SimpleNamespace
+
+    times = {"Linear": 3e-5, "PseudoLinear": 6e-5}  # a whole-step model where Linear's graph is twice as fast
+    monkeypatch.setattr(on_gpu, "gpu_model", lambda p, dev, kind: SimpleNamespace(graphed_s=times[kind]))
+    low, high, whole = on_gpu.graphed_band({}, "cuda")
+    assert whole == 0.5 and low == 0.5 / on_gpu.LEFTOVER_MARGIN and high == on_gpu.LEFTOVER_MARGIN
+    # the H200 (torch 2.11): eager 1.35, make_graphed_callables 0.86 (paired rounds), inside a band like this one
+    assert low <= 0.86 <= high
 
 
 # --- under the simulated GPU: the CUDA branches run ------------------------------------------------------
@@ -64,3 +76,19 @@ def test_the_seed_experiment_refuses_a_shape_that_does_not_fit_before_allocating
     monkeypatch.setattr(torch, "randn", lambda *a, **k: pytest.fail("allocated"))
     text = on_gpu.graphed_callables_ratio(16384, batch=1 << 20, layers=64, device="cuda")
     assert isinstance(text, str) and "16384" in text
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
+def test_a_failed_capture_is_shown_then_cleaned_up():
+    text = on_gpu.failed_capture_demo("cuda")
+    assert "operation not permitted" in text and "recover_from_failed_capture" in text
+    assert text.count("the one from before") == 1 and text.endswith("torch.randn works")
+    torch.randn(2, device="cuda")
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
+def test_graph_parts_time_the_replay_and_the_input_copies_apart():
+    parts = on_gpu.graph_parts({"width": 16, "batch": 4, "layers": 2}, "cuda", max_time=1.0)
+    assert set(parts.comparison.names) == {"eager", "graph replay", "graph replay + copies in"}
+    assert parts.copy_bytes == 2 * 4 * (2 * 4 * 16 + 2 * 2 * 16) and 0 < parts.copies_model < 1
+    assert "replay alone" in str(parts)
