@@ -78,7 +78,8 @@ def _watch_syncs_and_optimizers(hazards: list[Hazard], watch: _Watch):
     def before_step(opt, _args, _kwargs):
         watch.in_optimizer = True
         where = _user_line()
-        hazards.extend(Hazard(kind, what, where, detail, advice) for kind, what, detail, advice in optimizer_hazards(opt))
+        hazards.extend(Hazard(kind, what, where, detail, advice)
+                       for kind, what, detail, advice in optimizer_hazards(opt))
 
     def after_step(_opt, _args, _kwargs):
         watch.in_optimizer = False

@@ -250,5 +250,5 @@ def reduce_overhead_problem(device="cuda") -> str | None:
 
 
 __all__ = ["Hazard", "GraphReport", "KINDS", "BLIND_SPOTS", "FAILS", "FROZEN", "CLEAN", "graph_check", "has_graphs",
-           "has_graphed_callables", "graphed_callables_problem", "no_graphs_reason", "Captured", "capture", "try_capture",
-           "recover_from_failed_capture", "reduce_overhead_problem"]
+           "has_graphed_callables", "graphed_callables_problem", "no_graphs_reason", "Captured", "capture",
+           "try_capture", "recover_from_failed_capture", "reduce_overhead_problem"]

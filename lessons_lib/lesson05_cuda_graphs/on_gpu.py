@@ -155,7 +155,8 @@ class GraphParts:
             self.replay.say("measured: eager takes {r:.2f}× the replay alone (inputs already in the static buffers)"),
             self.with_copies.say("measured: eager takes {r:.2f}× the replay after copying new inputs in") +
             f" (the copies move {_device.fmt_bytes(self.copy_bytes)} beside the step's "
-            f"{_device.fmt_bytes(self.step_bytes)}: where both are memory-bound, that predicts {self.copies_model:.2f}×)"])
+            f"{_device.fmt_bytes(self.step_bytes)}: where both are memory-bound, that predicts "
+            f"{self.copies_model:.2f}×)"])
 
 
 def graph_parts(params: dict | None = None, device=None, min_run_time: float = 0.02,
