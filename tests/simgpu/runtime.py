@@ -5,7 +5,9 @@ allocator model (tensors.ALLOCATOR); events and streams from a one-stream model 
 has already finished when it returns (the values are computed on the CPU), so `elapsed_time` is
 the CPU's wall clock between two records. CUDA graphs are simulated by recording the ops run
 during capture and running them again on replay, on the same tensors: static inputs, outputs
-overwritten by each replay, and host syncs refused during capture behave as on a GPU.
+overwritten by each replay, and host syncs refused during capture behave as on a GPU. A refused op
+invalidates the capture, and capture_end then fails leaving what torch 2.9-2.12 leave (CUDAGraph): the
+pool still allocating, the default generator in capture mode, and (torch.cuda.graph) the side stream current.
 
 Nothing here is a measurement of a GPU. The course never reports a number produced under it.
 """
