@@ -361,8 +361,8 @@ def main(argv=None) -> int:
         dev = check_device(args.device)
         keys = check_lessons(args.lessons, modules)
         cap = check_cap(args.lesson_timeout, args.quick)
-        if dev.type == "cuda":
-            torch.cuda.set_device(dev)  # "cuda" inside a lesson is then the device asked for
+        if dev.index is not None:  # cuda:N: "cuda" inside a lesson is then the device asked for
+            torch.cuda.set_device(dev)
         info = describe(dev)
         out = check_out(args.out, f"{info.slug()}.json")
     except Refused as err:

@@ -164,6 +164,22 @@ def test_record_refuses_a_device_it_cannot_measure_before_recording(device, tmp_
     assert calls == [] and not list(tmp_path.glob("*.json"))
 
 
+def test_record_accepts_cuda_and_cuda_0_where_a_gpu_is_present(tmp_path, monkeypatch):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU, real or simulated (-p tests.simgpu)")
+    from torch._utils import _get_device_index
+
+    # torch.cuda.set_device refuses a device without an index ("cuda"); the simulated GPU's stub does not
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: _get_device_index(d, False, False))
+    calls = []
+    _fakes(monkeypatch, calls)
+    for device in ("cuda", "cuda:0"):
+        assert record.main(["--device", device, "--out", str(tmp_path), "--lessons", "90_a"]) == 0
+    assert calls == ["90_a", "90_a"]
+
+
 def test_record_refuses_an_unwritable_out_before_recording(tmp_path, monkeypatch, capsys):
     calls = []
     _fakes(monkeypatch, calls)
