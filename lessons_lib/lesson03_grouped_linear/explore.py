@@ -9,6 +9,7 @@ import torch
 from .. import compiling, results, roofline, trace
 from .. import device as _device
 from .. import grouped_linear as GL
+from ..grouped_linear import tuning as GL_tuning
 from ..widgets import Explorer
 from .crossover import crossover_grid, Grid, GRID_CPU, GRID_GPU, GRID_VARIANTS, paired_check
 from .evidence import tf32_note
@@ -45,10 +46,24 @@ def _tf32_title() -> str:
 # --- recorded results and targets -------------------------------------------------------------------------
 
 
+QUICK_TUNE_BUDGET_S = 0.4  # --quick: auto tunes ~10 shapes; at 1.5 s each the H200's quick record of this
+# lesson ran past 90 s, where GPU validation gives a lesson 25 s
+
+
 def record(device, quick: bool = False) -> dict:
     """Headline runs (forward and training step, GroupedLinear(auto) included), a group-size sweep,
-    the crossover grids (forward and training step, ≥ 12 points with auto), and tuning costs."""
-    dev = torch.device(device)
+    the crossover grids (forward and training step, ≥ 12 points with auto), and tuning costs. quick: a smoke
+    run (short timings, 2 sweep points, 2 grid points a grid, auto tuning within QUICK_TUNE_BUDGET_S a shape)."""
+    budget = GL_tuning.TUNE_BUDGET_S
+    if quick:
+        GL_tuning.TUNE_BUDGET_S = min(budget, QUICK_TUNE_BUDGET_S)
+    try:
+        return _record(torch.device(device), quick)
+    finally:
+        GL_tuning.TUNE_BUDGET_S = budget
+
+
+def _record(dev: torch.device, quick: bool) -> dict:
     t = 0.05 if quick else 0.2
     pk = roofline.measure_peaks(dev)
     fwd, train = with_variants(LESSON, auto=True), with_variants(TRAIN_LESSON, auto=True)
@@ -64,7 +79,7 @@ def record(device, quick: bool = False) -> dict:
     out["sweeps"] = {"group_size": results.sweep_to_dict(sw)}
     grid = GRID_GPU if dev.type == "cuda" else GRID_CPU
     if quick:
-        grid = {"groups": grid["groups"][:2], "group_size": grid["group_size"][:2]}
+        grid = {"groups": grid["groups"][:1], "group_size": grid["group_size"][:2]}
     names = [*GRID_VARIANTS, FORUM, AUTO]
     out["grids"] = {}
     for kind, training in (("forward", False), ("training", True)):
@@ -75,7 +90,8 @@ def record(device, quick: bool = False) -> dict:
         if AUTO in g.medians:
             out.setdefault("paired", {})[kind] = paired_check(g, rounds=5 if not quick else 3,
                                                                max_rounds=9 if not quick else 3,
-                                                               min_run_time=0.05 if not quick else 0.01)
+                                                               min_run_time=0.05 if not quick else 0.01,
+                                                               max_time=20.0 if not quick else 3.0)
     out["tuning_seconds"] = [c.seconds for c in GL.cache().values()]
     out["busy"] = sorted({c.busy for c in GL.cache().values() if c.busy})
     try:

@@ -84,3 +84,13 @@ def test_record_quick_on_cpu(monkeypatch, one_thread):
     assert set(section["grids"]) == {"forward", "training"} == set(section["paired"])
     assert lessons.FORUM in section["grids"]["forward"]["medians"]
     assert explore.targets("cpu", section)
+
+
+def test_a_quick_record_tunes_within_its_own_budget_and_restores_it(monkeypatch):
+    """The H200's `record --quick` spent over 90 s in this lesson, most of it auto-tuning ~10 shapes at 1.5 s."""
+    seen = []
+    monkeypatch.setattr(explore, "_record", lambda dev, quick: seen.append(GL_tuning.TUNE_BUDGET_S) or {})
+    before = GL_tuning.TUNE_BUDGET_S
+    explore.record("cpu", quick=True)
+    explore.record("cpu")
+    assert seen == [min(before, explore.QUICK_TUNE_BUDGET_S), before] and GL_tuning.TUNE_BUDGET_S == before
