@@ -67,7 +67,8 @@ def run_one(path: Path, dest: Path, timeout: float, allow_errors: bool,
     except CellExecutionError as err:
         problem = ANSI.sub("", str(err).strip().splitlines()[-1])[:300]
     except Exception as err:  # a dead kernel, a kernel that did not start in time
-        problem = f"{type(err).__name__}: {ANSI.sub('', str(err)).strip().splitlines()[0][:300] if str(err).strip() else ''}"
+        text = ANSI.sub("", str(err)).strip()
+        problem = f"{type(err).__name__}: {text.splitlines()[0][:300] if text else ''}"
         if deadline is not None and time.monotonic() >= deadline - 0.5:
             word, problem = "STOPPED", f"{why or 'its time'} ran out ({problem})"
     seconds = time.perf_counter() - t0

@@ -170,7 +170,8 @@ def write_summary(ctx: Ctx, head: str, rows: list[tuple], current: str = "") -> 
              "-" * 96]
     for stage, planned, given, used, outcome in rows:
         what = "; ".join(outcome.failures + outcome.notes) if outcome else ""
-        lines.append(f"{stage:<11}{planned:>8.0f}{given:>7.0f}{used:>7.0f}  {outcome.result if outcome else '':<8} {what}")
+        result = outcome.result if outcome else ""
+        lines.append(f"{stage:<11}{planned:>8.0f}{given:>7.0f}{used:>7.0f}  {result:<8} {what}")
     if current:
         lines.append(f"{current:<11}   (running now)")
     total = sum(r[1] for r in rows if r[4] and r[4].result != "skipped")
@@ -272,8 +273,9 @@ def main(argv=None) -> int:
     a, plan = _parse_args(argv)
     out = fresh_out(Path(a.out).resolve())
     work = Path(tempfile.mkdtemp(prefix="gpu-validate-"))
+    path = [str(ROOT), str(ROOT / ".ci")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / ".ci")] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+           "PYTHONPATH": os.pathsep.join(path)}
     ctx = Ctx(out=out, work=work, dry=a.dry_run, budgets=BUDGETS, caps=CAPS, env=env,
               cores=os.cpu_count() or 1, notebooks=pick_notebooks(a.notebooks))
     if ctx.dry:

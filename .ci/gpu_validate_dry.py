@@ -77,7 +77,8 @@ PROBES = {
 
 NOTEBOOKS = {
     "notebooks/00_raises.ipynb": ["print('first cell')", "1 / 0", "print('the cell after the error ran')"],
-    "notebooks/solutions/00_sleeps_solution.ipynb": ["print('start')", "import time\ntime.sleep(600)", "print('never')"],
+    "notebooks/solutions/00_sleeps_solution.ipynb": ["print('start')", "import time\ntime.sleep(600)",
+                                                     "print('never')"],
 }
 
 

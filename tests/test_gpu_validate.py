@@ -55,7 +55,8 @@ def test_a_stage_gets_what_earlier_stages_left_only_if_it_takes_it_and_pays_for_
 def test_run_stops_a_command_and_every_process_it_started_at_the_deadline(tmp_path):
     pid_file = tmp_path / "child.pid"
     script = ("import subprocess, sys, time\n"
-              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
+              "                         start_new_session=True)\n"
               f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
               "print('started', flush=True)\ntime.sleep(600)\n")
     ctx, log = _ctx(tmp_path), tmp_path / "x.log"
