@@ -37,11 +37,11 @@ def findings(steps: int = 2, dims: dict | None = None, regimes: bool = False, de
     x, y = make_data(n=steps * d["batch"], T=d["T"])
     slow, fixed = pair(dims=d)
     on_gpu = gpu_work(d, steps)
-    rows = {}
+    rows, traces = {}, {}
     for name, model, train in (("original", slow, slow_train), ("fixed", fixed, fixed_train)):
         opt = optimizer(model)
         train(model, x, y, 1, d["batch"], opt=opt)  # the optimizer's first step (momentum buffers made)
-        tr = trace_ops(train, model, x, y, steps, d["batch"], opt=opt)
+        tr = traces[name] = trace_ops(train, model, x, y, steps, d["batch"], opt=opt)
         gpu = cuda_syncs(train, model, x, y, steps=steps, batch=d["batch"])
         here = syncs(train, model, x, y, steps=steps, batch=d["batch"], opt=opt)
         led = ledger(lambda: F.cross_entropy(model(x[:d["batch"]]), y[:d["batch"]]))
@@ -55,15 +55,16 @@ def findings(steps: int = 2, dims: dict | None = None, regimes: bool = False, de
                       "read_lines": {k: n for k, n in here.lines().items() if k not in gpu_lines},
                       "cats": len(tr.named("cat")) / steps}
     if regimes:
-        for name, (words, floor) in regime_of(device, steps).items():
+        same = torch.device(device).type != "cuda" and d == shape("cpu")  # this CPU's shape: the traces above serve
+        for name, (words, floor) in regime_of(device, steps, traces if same else None).items():
             rows[name]["regime"], rows[name]["floor_ms"] = words, floor * 1e3
     return rows
 
 
-def regime_of(device="cpu", steps: int = 2) -> dict[str, tuple[str, float]]:
+def regime_of(device="cpu", steps: int = 2, traces: dict | None = None) -> dict[str, tuple[str, float]]:
     """{stage: (regime in words, floor per step in seconds)} of the original and the fixed step on `device` at its
     default shape, with its measured peaks: on a GPU the work traced as CUDA runs it (gpu.gpu_work), on a CPU
-    the op trace of the step itself. Machine-dependent."""
+    the op trace of `steps` steady-state steps (`traces`, when the caller has them at that shape). Machine-dependent."""
     from .. import roofline
     from .gpu import gpu_work
 
@@ -72,6 +73,8 @@ def regime_of(device="cpu", steps: int = 2) -> dict[str, tuple[str, float]]:
     peaks = roofline.measure_peaks(dev)
     if dev.type == "cuda":
         work = {n: w for n, (w, _) in gpu_work(d, steps).items() if n in ("original", "fixed")}
+    elif traces is not None:
+        work = {n: roofline.Work.from_trace(t) for n, t in traces.items()}
     else:
         x, y = make_data(n=steps * d["batch"], T=d["T"])
         slow, fixed = pair(dims=d)
@@ -189,7 +192,7 @@ def broadcast_table(cmp, device="cpu", dims: dict | None = None):
     dev = torch.device(device)
     d = dims or shape(dev)
     names = cmp.names
-    rows = [("the broadcast q, k, v projections", "time (median)", "vs the weight copies")]
+    rows = [("the broadcast q, k, v projections", "time (median)", "× the weight copies' time")]
     for n in names:
         r = cmp.ratio(n, names[0])
         rows.append((n, f"{cmp.median(n) * 1e3:.2f} ms", "" if n == names[0] else r.say("{v:.1f}×")))
