@@ -20,6 +20,8 @@ import contextlib
 
 import torch
 
+from .graph_report import Hazard, _user_line
+
 # Optimizers whose fused kernels take a tensor lr and read it on the device (the `.tensor_lr` overloads of
 # _fused_sgd_ and _fused_adam_/_fused_adamw_ in native_functions.yaml). Adam and AdamW still need
 # capturable=True under capture.
@@ -69,11 +71,9 @@ def optimizer_hazards(opt) -> list[tuple[str, str, str, str]]:
 
 
 @contextlib.contextmanager
-def _watch_syncs_and_optimizers(hazards: list[Hazard], watch: _Watch):
+def _watch_syncs_and_optimizers(hazards: list[Hazard], watch):
     """Record device synchronizes (without running them) and optimizer steps, for the duration."""
     from torch.optim import optimizer as optim
-
-    from .graph_hazards import Hazard, _user_line  # graph_hazards imports this module
 
     def before_step(opt, _args, _kwargs):
         watch.in_optimizer = True
