@@ -85,6 +85,11 @@ def _stats(samples: list[float]) -> tuple[float, float]:
     return statistics.median(samples), q[2] - q[0]
 
 
+def resolve_device(device, args) -> torch.device:
+    """The device passed, else the first non-CPU tensor argument's (a closure has none: pass it)."""
+    return torch.device(device) if device is not None else _device_of(args)
+
+
 def _device_of(args) -> torch.device:
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -132,7 +137,7 @@ def measure(
     if rotate is not None and not rotate:
         raise ValueError("rotate= needs at least one tuple of arguments (or leave it out).")
     arg_sets = rotate if rotate is not None else [args]
-    device = torch.device(device) if device is not None else _device_of(arg_sets[0])
+    device = resolve_device(device, arg_sets[0])
     start = time.perf_counter()
     for call_args in itertools.islice(itertools.cycle(arg_sets), max(warmup, len(arg_sets))):
         fn(*call_args)
@@ -259,10 +264,14 @@ def _wrong(label, median, samples, method, device) -> Timing:
     return Timing(label, median, iqr, samples, 1, "WRONG: " + method, device)
 
 
-def wrong_no_sync(fn, *args, repeats: int = 100, label: str = "no sync") -> Timing:
+# Each takes device= like `measure`: where `fn` runs, read from its tensor arguments when not given (a
+# zero-argument closure has none, so a GPU run would be synchronized as, and labelled, "cpu").
+
+
+def wrong_no_sync(fn, *args, repeats: int = 100, label: str = "no sync", device=None) -> Timing:
     """Mistake: wall-clock a loop without synchronizing. On a GPU this times the launches,
     not the kernels, because the calls return before the GPU has finished."""
-    device = _device_of(args)
+    device = resolve_device(device, args)
     fn(*args)
     synchronize(device)
     t0 = time.perf_counter()
@@ -272,10 +281,10 @@ def wrong_no_sync(fn, *args, repeats: int = 100, label: str = "no sync") -> Timi
     return _wrong(label, per_call, [per_call], "perf_counter around a loop, no synchronize", device.type)
 
 
-def wrong_first_call(fn, *args, label: str = "first call") -> Timing:
+def wrong_first_call(fn, *args, label: str = "first call", device=None) -> Timing:
     """Mistake: time one cold call. It pays for lazy initialisation: CUDA context, cuBLAS
     handles, kernel loading, allocator growth."""
-    device = _device_of(args)
+    device = resolve_device(device, args)
     synchronize(device)
     t0 = time.perf_counter()
     fn(*args)
@@ -284,9 +293,9 @@ def wrong_first_call(fn, *args, label: str = "first call") -> Timing:
     return _wrong(label, dt, [dt], "one cold call", device.type)
 
 
-def wrong_single_run(fn, *args, label: str = "single run") -> Timing:
+def wrong_single_run(fn, *args, label: str = "single run", device=None) -> Timing:
     """Mistake: one warm call. Synchronized, but a single sample is at the mercy of noise."""
-    device = _device_of(args)
+    device = resolve_device(device, args)
     fn(*args)
     synchronize(device)
     t0 = time.perf_counter()
@@ -296,9 +305,10 @@ def wrong_single_run(fn, *args, label: str = "single run") -> Timing:
     return _wrong(label, dt, [dt], "one warm call", device.type)
 
 
-def wrong_mean_with_cold_start(fn, *args, repeats: int = 20, label: str = "mean incl. cold start") -> Timing:
+def wrong_mean_with_cold_start(fn, *args, repeats: int = 20, label: str = "mean incl. cold start",
+                               device=None) -> Timing:
     """Mistake: average every call including the first. One slow outlier drags the mean."""
-    device = _device_of(args)
+    device = resolve_device(device, args)
     samples = []
     for _ in range(repeats):
         synchronize(device)

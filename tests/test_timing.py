@@ -73,3 +73,35 @@ def test_short_blocks_respect_max_time():
     t = timing.measure(time.sleep, 0.002, block=0.001, min_run_time=10.0, max_time=0.05, min_samples=3)
     assert len(t.samples) >= 2 and t.calls_per_sample == 1  # a 2 ms call: one a block; the budget binds
     assert "blocks of" in timing.measure(torch.neg, torch.ones(3), block=1e-4, min_run_time=0.005).method
+
+
+# --- the CUDA branches, under the simulated GPU (tests/simgpu); skipped without it ----------------
+SIM = getattr(torch.cuda, "_course_simulated", None)
+needs_sim = pytest.mark.skipif(not SIM, reason="needs the simulated GPU: -p tests.simgpu --simulate-gpu=t4")
+
+
+@needs_sim
+def test_a_flushed_cuda_measurement_keeps_to_max_time():
+    # On the H200 (lesson 00 cell 40) the flushed per-call CUDA branch rebound the wall-clock start to a
+    # CUDA event, and the max_time check then raised "unsupported operand type(s) for -: 'float' and
+    # 'Event'". A 20 ms call, 50 samples wanted: only the max_time check can stop it early.
+    x = torch.ones(16, device="cuda")
+    t = timing.measure(lambda x: time.sleep(0.02), x, flush_cache=True, min_run_time=10.0, max_time=0.4,
+                       min_samples=50, warmup=1)
+    assert t.method.startswith("CUDA events, cache flushed") and t.device == "cuda"
+    assert 2 <= len(t.samples) < 50  # stopped by the budget, after the check ran at least once
+
+
+@needs_sim
+def test_a_closure_is_timed_on_the_device_it_is_given():
+    # A zero-argument closure has no tensor to read the device from: lesson 00 cell 31 labelled an H200 run "cpu".
+    a = torch.ones(8, 8, device="cuda")
+    assert timing.measure(lambda: a @ a, min_run_time=0.01).device == "cpu"  # the guess the fix avoids
+    assert timing.measure(lambda: a @ a, min_run_time=0.01, device="cuda").device == "cuda"
+    assert timing.measure(lambda: a @ a, min_run_time=0.01, block=1e-3, device=a.device).device == "cuda"
+    for wrong in (timing.wrong_no_sync(lambda: a @ a, repeats=3, device="cuda"),
+                  timing.wrong_first_call(lambda: a @ a, device="cuda"),
+                  timing.wrong_single_run(lambda: a @ a, device="cuda"),
+                  timing.wrong_mean_with_cold_start(lambda: a @ a, repeats=3, device="cuda"),
+                  timing.wrong_one_thread(lambda: a @ a, min_run_time=0.01, device="cuda")):
+        assert wrong.device == "cuda" and wrong.method.startswith("WRONG"), wrong

@@ -34,21 +34,25 @@ class Compared:
         return str(self)
 
 
-def compare(fn, *args, min_run_time: float = 0.05, rounds: int = noise.ROUNDS, max_time: float = 8.0) -> Compared:
+def compare(fn, *args, min_run_time: float = 0.05, rounds: int = noise.ROUNDS, max_time: float = 8.0,
+            device=None) -> Compared:
     """Every wrong timer and the harness on `fn(*args)`. Use it on your own function.
 
     The first call is timed once (it is only cold if nothing ran `fn` before in this process). The
     other wrong timers and the harness then run in alternating rounds, and each wrong / harness
-    ratio is decided by the noise rule: said when the rounds agree, "not decided" when they do not."""
+    ratio is decided by the noise rule: said when the rounds agree, "not decided" when they do not.
+    device: where `fn` runs; pass it when `fn` is a closure with no tensor arguments (it is otherwise
+    read from `args`, and a GPU closure would be timed and labelled as "cpu")."""
     if not callable(fn):
         raise ValueError("compare(fn, *args) needs a function first, e.g. compare(torch.mm, a, b).")
-    first = timing.wrong_first_call(fn, *args)
+    dev = timing.resolve_device(device, args)
+    first = timing.wrong_first_call(fn, *args, device=dev)
     timers = {
-        "no sync": lambda: timing.wrong_no_sync(fn, *args, repeats=20),
-        "single run": lambda: timing.wrong_single_run(fn, *args),
-        "mean incl. cold start": lambda: timing.wrong_mean_with_cold_start(fn, *args),
-        "one CPU thread": lambda: timing.wrong_one_thread(fn, *args, min_run_time=min_run_time),
-        "harness": lambda: timing.measure(fn, *args, label="harness", min_run_time=min_run_time),
+        "no sync": lambda: timing.wrong_no_sync(fn, *args, repeats=20, device=dev),
+        "single run": lambda: timing.wrong_single_run(fn, *args, device=dev),
+        "mean incl. cold start": lambda: timing.wrong_mean_with_cold_start(fn, *args, device=dev),
+        "one CPU thread": lambda: timing.wrong_one_thread(fn, *args, min_run_time=min_run_time, device=dev),
+        "harness": lambda: timing.measure(fn, *args, label="harness", min_run_time=min_run_time, device=dev),
     }
     per: dict[str, list[float]] = {n: [] for n in timers}
     last: dict[str, Timing] = {}

@@ -34,6 +34,7 @@ from .variants import thread000_variants
 # look far bigger here than it is with real millisecond kernels.
 SIM_KERNEL, SIM_LAUNCH, SIM_SYNC = 0.002, 0.0005, 0.0001
 _HARNESS_CALLS = 10  # calls per harness sample on the pretend GPU, then one synchronize
+HOST = torch.device("cpu")  # where the pretend GPU runs, on every machine: its closures are timed on the host
 
 
 def demo_sync_in_one_variant(min_run_time: float = 0.2) -> dict[str, Timing]:
@@ -49,7 +50,7 @@ def demo_sync_in_one_variant(min_run_time: float = 0.2) -> dict[str, Timing]:
     out = {}
     for name, fn in (("syncs inside", syncs_inside), ("no sync", no_sync)):
         gpu.synchronize()  # start each timing with an empty queue
-        out[f"{name} · wrong"] = timing.wrong_no_sync(fn, repeats=20, label=f"{name} · wrong")
+        out[f"{name} · wrong"] = timing.wrong_no_sync(fn, repeats=20, label=f"{name} · wrong", device=HOST)
         gpu.synchronize()
         out[f"{name} · harness"] = _harness_with_sync(fn, gpu, name, min_run_time)
     gpu.synchronize()
@@ -69,7 +70,8 @@ def _harness_with_sync(fn, gpu, name, min_run_time):
     """The harness on a pretend GPU: its block of calls ends with the pretend GPU's synchronize,
     as torch.utils.benchmark ends each block with torch.cuda.synchronize()."""
     calls = _HARNESS_CALLS
-    t = timing.measure(_harness_block(fn, gpu, calls), label=f"{name} · harness", min_run_time=min_run_time)
+    t = timing.measure(_harness_block(fn, gpu, calls), label=f"{name} · harness", min_run_time=min_run_time,
+                       device=HOST)
     scaled = [x / calls for x in t.samples]
     return Timing(t.label, t.median / calls, t.iqr / calls, scaled, t.calls_per_sample * calls,
                   t.method + f", {calls} calls then one synchronize per sample", t.device)
@@ -85,9 +87,9 @@ def sim_estimates(max_time: float = 6.0) -> dict[str, noise.Estimate]:
 
     def wrong_ratio():
         gpu.synchronize()
-        a = timing.wrong_no_sync(syncs_inside, repeats=20).median
+        a = timing.wrong_no_sync(syncs_inside, repeats=20, device=HOST).median
         gpu.synchronize()
-        b = timing.wrong_no_sync(no_sync, repeats=20).median
+        b = timing.wrong_no_sync(no_sync, repeats=20, device=HOST).median
         gpu.synchronize()
         return a / b
 
@@ -96,12 +98,12 @@ def sim_estimates(max_time: float = 6.0) -> dict[str, noise.Estimate]:
         return r.totals["syncs inside"] / r.totals["no sync"]
 
     return {
-        "wrong": noise.settle(wrong_ratio, max_time=max_time / 4),
+        "wrong": noise.settle(wrong_ratio, max_time=max_time / 4, ratio=True),
         "harness": noise.compare({"syncs inside": _harness_block(syncs_inside, gpu),
                                   "no sync": _harness_block(no_sync, gpu)}, min_run_time=0.02,
-                                 max_time=max_time / 2, pairs=[("syncs inside", "no sync")])
+                                 max_time=max_time / 2, pairs=[("syncs inside", "no sync")], device=HOST)
                         .ratio("syncs inside", "no sync"),
-        "order": noise.settle(order_ratio, max_time=max_time / 4),
+        "order": noise.settle(order_ratio, max_time=max_time / 4, ratio=True),
     }
 
 

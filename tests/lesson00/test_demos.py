@@ -1,5 +1,6 @@
 """Lesson 00's demos: sizes checked first, the wrong way next to the harness, verdicts by the noise rule."""
 import pytest
+import torch
 
 from lessons_lib import timing
 from lessons_lib.display import show_source
@@ -52,6 +53,43 @@ def test_demo_verdicts_go_through_the_noise_rule():
     assert demos.Demo("k", "m", {}, t(1.05, 0.0), t(1.0, 0.01)).verdict().startswith("the two agree")
     noisy = demos.Demo("k", "m", {}, t(2.0, 0.0), t(1.0, 0.9))
     assert "not decided on this run" in noisy.verdict()
+    # On the H200 (cell 7): no sync 26.9 µs against the harness's 5.72 ms with a 32% spread printed "not
+    # decided". A gap far larger than its spread is decided, and the verdict says how wide the spread was.
+    gap = demos.Demo("k", "m", {}, t(26.9e-6, 0.0), t(5.72e-3, 0.32 * 5.72e-3))
+    assert gap.verdict() == ("the wrong way reports 0.0047× the honest median (213× too low; spread 32%, "
+                             "far smaller than the gap)")
+    first = demos.Demo("k", "m", {}, t(258e-3, 0.0), t(4.71e-3, 1.77e-3))  # cell 28: 258 ms against 4.71 ms
+    assert first.verdict().startswith("the wrong way reports 54.8× the honest median (spread 38%")
+    one_run = demos.Demo("k", "m", {}, t(12e-3, 0.0), t(4.63e-3, 3.57e-3))  # cell 33: 2.6× with a 77% spread
+    assert "not decided on this run (spread 77%)" in one_run.verdict()
+    # cell 37 on the H200's 16 busy cores: one thread 4.93 ms, every thread 32 ms. Not "too low": one thread won
+    busy = demos.Demo("one_thread", "m", {}, t(4.93e-3, 0.0), t(32e-3, 0.44 * 32e-3))
+    assert busy.verdict().startswith("one thread ran 6.49× faster than every thread") and "too low" not in busy.verdict()
+
+
+SIM = getattr(torch.cuda, "_course_simulated", None)
+needs_sim = pytest.mark.skipif(not SIM, reason="needs the simulated GPU: -p tests.simgpu --simulate-gpu=t4")
+
+
+@needs_sim
+def test_demo_hot_cache_runs_on_a_gpu_with_its_flushed_timing():
+    # On the H200 this demo (cell 40) raised TypeError in the flushed per-call CUDA branch with max_time set,
+    # and every cell after it went unrun. Under the simulated GPU: the same branches, labelled cuda.
+    d = demos.demo_hot_cache("cuda", nbytes=64 * 1024, rotate_bytes=1 << 20, min_run_time=0.02)
+    assert d.extra["flushed"].method.startswith("CUDA events, cache flushed")
+    assert {d.wrong.device, d.honest.device, d.extra["flushed"].device} == {"cuda"}
+    assert "cuda" in str(d).splitlines()[0] and len(d.paired.values) >= 3
+
+
+@needs_sim
+def test_every_demo_labels_and_times_the_device_it_is_given():
+    # Cell 31 labelled an H200 run "cpu": its two sides are closures, from which no device can be read.
+    for d in (demos.demo_random_data("cuda", rows=256, width=32, min_run_time=0.02),
+              demos.demo_no_sync("cuda", n=64, min_run_time=0.02),
+              demos.demo_single_run("cuda", n=64, min_run_time=0.02),
+              demos.demo_mean("cuda", n=64, min_run_time=0.02)):
+        assert d.wrong.device == d.honest.device == "cuda", d.key
+        assert str(d).splitlines()[0].endswith(", cuda)"), str(d)
 
 
 def test_demo_first_call_runs_in_a_fresh_process():
