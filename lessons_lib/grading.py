@@ -119,14 +119,16 @@ def analyse_reader(analyse, make_inputs, limit: float | None = None):
 
 
 def speed_check(name: str, starter, reader, bar: float, device, max_time: float = 20.0,
-                limit: float | None = None) -> tuple[str, bool, str]:
+                limit: float | None = None, note: str = "") -> tuple[str, bool, str]:
     """(name, ok, detail) for `Verdict.on_gpu`: the reader's code against the starter, both zero-argument
     callables, timed in paired, alternating rounds by the noise rule (`noise.compare`), never once each.
 
-    It passes only when the rounds decide the ratio time(starter) / time(reader) and its median reaches
-    `bar`; a ratio the rounds cannot decide fails with the noise rule's sentence. So the starter checked
-    against itself is never called faster: its rounds give ~1.0×, or "not decided". Anything the reader's
-    code does while timed (raise, hang, run out of memory) becomes the detail, never an exception.
+    It passes only when the rounds decide the ratio time(starter) / time(reader), the reader is the decided
+    faster one (the whole IQR above 1 + `noise.TIE`), and the median reaches `bar`; a ratio the rounds cannot
+    decide fails with the noise rule's sentence. So the starter checked against itself is never called
+    faster: its rounds give ~1.0×, a tie, or "not decided" (on the H200, one timing a side called it 2.0×).
+    Anything the reader's code does while timed (raise, hang, run out of memory) becomes the detail, never
+    an exception. `note` is appended to the detail (what the timing ran in: `precision_label`).
     """
     from . import noise
 
@@ -138,11 +140,36 @@ def speed_check(name: str, starter, reader, bar: float, device, max_time: float 
         return name, False, f"still timing: {err}"
     except Exception as err:  # the reader's code on the device: a line, not a traceback
         return name, False, f"timing raised {type(err).__name__}: {_one_line(err)}"
+    finally:
+        _release(device)
     r = cmp.ratio("starter", "yours")
+    tail = f"; {note}" if note else ""
     if not r.decided:
-        return name, False, r.not_decided()
-    return name, r.median >= bar, (f"{r.median:.2f}×: median of {len(r.values)} paired rounds, "
-                                   f"IQR {r.low:.2f}–{r.high:.2f}×")
+        return name, False, r.not_decided() + tail
+    ok = r.faster == "yours" and r.median >= bar
+    return name, ok, (f"{r.median:.2f}×: median of {len(r.values)} paired rounds, "
+                      f"IQR {r.low:.2f}–{r.high:.2f}×" + tail)
+
+
+def _release(device) -> None:
+    """After a timing on a GPU: wait for it, and hand cached blocks back (the starters allocate gigabytes)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        torch.cuda.empty_cache()
+
+
+def precision_label(device, op: str = "matmul") -> str:
+    """What float32 `op`s run in on `device`, for a timing's label: "float32 GEMMs in TF32 (cuBLAS)" (op
+    "matmul") or "float32 convolutions in TF32 (cuDNN)" (op "conv") on a CUDA GPU with TF32 (compute
+    capability 8.0+) while that backend may use it (`trace.tf32_enabled`: PyTorch's defaults are GEMMs no,
+    convolutions yes); "... in full float32" otherwise."""
+    from .trace import tf32_enabled
+
+    what = {"matmul": ("GEMMs", "cuBLAS"), "conv": ("convolutions", "cuDNN")}[op]
+    dev = torch.device(device)
+    on = dev.type == "cuda" and torch.cuda.get_device_capability(dev)[0] >= 8 and tf32_enabled(op)
+    return f"float32 {what[0]} in TF32 ({what[1]})" if on else f"float32 {what[0]} in full float32"
 
 
 def _one_line(err: BaseException) -> str:

@@ -37,3 +37,74 @@ def test_call_for_tensor_turns_wrong_returns_into_one_line():
     assert problem == "your function returned list, not a tensor"
     _, problem = call_for_tensor(lambda x: x.t(), torch.ones(2, 3), shape=(2, 3), shape_name="(B, N)")
     assert problem == "output shape (3, 2), expected (B, N) = (2, 3)"
+
+
+# --- speed_check: a checker's speed line from paired rounds -------------------------------------------
+import pytest  # noqa: E402
+
+from lessons_lib import grading, noise  # noqa: E402
+
+SIM = getattr(torch.cuda, "_course_simulated", None)
+
+
+def _rounds(monkeypatch, starter, yours):
+    """noise.compare as if its paired rounds had measured these times (seconds), one per round."""
+    monkeypatch.setattr(noise, "compare", lambda fns, **kw: noise.Comparison({"starter": starter, "yours": yours}))
+
+
+def test_speed_check_passes_only_a_decided_win_that_reaches_the_bar(monkeypatch):
+    _rounds(monkeypatch, [2.0, 2.1, 1.9, 2.0, 2.05], [1.0] * 5)
+    name, ok, detail = grading.speed_check("fast", lambda: None, lambda: None, 1.3, "cpu")
+    assert ok is True and detail.startswith("2.00×: median of 5 paired rounds")
+    _rounds(monkeypatch, [1.2, 1.21, 1.19], [1.0] * 3)  # decided, but under the bar
+    assert grading.speed_check("fast", lambda: None, lambda: None, 1.3, "cpu")[1] is False
+
+
+def test_the_starter_timed_once_a_side_can_look_fast_but_paired_rounds_refuse_it(monkeypatch):
+    # The H200's "✓ 2.0×" for the untouched starter: one lucky round. Rounds that disagree decide nothing.
+    _rounds(monkeypatch, [2.0, 0.6, 1.0, 1.7, 0.9], [1.0] * 5)
+    _name, ok, detail = grading.speed_check("fast", lambda: None, lambda: None, 1.3, "cpu")
+    assert ok is False and detail.startswith("not decided on this run")
+    # decided (spread 24%) with its median above the bar, but a third of the rounds found the two equal: the
+    # IQR reaches the tie band, so it is not a decided win (the median alone would have passed it)
+    rounds = [1.0, 1.0, 1.0, 1.3, 1.31, 1.31, 1.32, 1.35, 1.37]
+    _rounds(monkeypatch, rounds, [1.0] * 9)
+    r = noise.Ratio(rounds)
+    assert r.decided and r.median >= 1.3 and r.tie
+    assert grading.speed_check("fast", lambda: None, lambda: None, 1.3, "cpu")[1] is False
+
+
+def test_speed_check_turns_the_readers_errors_into_the_detail():
+    def boom():
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2 GiB\nmore lines")
+
+    _name, ok, detail = grading.speed_check("fast", lambda: None, boom, 1.3, "cpu", max_time=1)
+    assert ok is False and detail == "timing raised RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not SIM, reason="needs the simulated GPU: -p tests.simgpu --simulate-gpu=t4"))])
+def test_the_same_code_against_itself_is_never_called_faster(device):
+    # Real paired rounds (no assertion on a time): a decided win needs three quarters of the rounds above 1.05
+    # and a median at the bar, which the same code cannot give itself.
+    x = torch.randn(64, 64, device=device)
+    for _ in range(3):
+        _name, ok, detail = grading.speed_check("fast", lambda: x @ x, lambda: x @ x, 1.15, device, max_time=1.0)
+        assert ok is False, detail
+
+
+def test_precision_label_names_tf32_only_where_cublas_or_cudnn_may_use_it():
+    assert grading.precision_label("cpu") == "float32 GEMMs in full float32"
+    assert grading.precision_label("cpu", "conv") == "float32 convolutions in full float32"
+    if SIM == "t4":  # compute capability 7.5: no TF32 whatever the flags
+        torch.backends.cudnn.allow_tf32 = True
+        assert grading.precision_label("cuda", "conv") == "float32 convolutions in full float32"
+    if SIM == "h100":
+        before = torch.get_float32_matmul_precision()
+        try:
+            torch.set_float32_matmul_precision("highest")
+            assert grading.precision_label("cuda") == "float32 GEMMs in full float32"
+            torch.set_float32_matmul_precision("high")
+            assert grading.precision_label("cuda") == "float32 GEMMs in TF32 (cuBLAS)"
+        finally:
+            torch.set_float32_matmul_precision(before)

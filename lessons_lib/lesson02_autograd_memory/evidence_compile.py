@@ -104,10 +104,11 @@ def compile_check(params: dict | None = None, device=None, backend: str | None =
     report.saved_new = _new_saved_bytes(compiled, x, W)
     report.graph = memory.graph(compiled(x, W))
     if backend == "inductor":  # a stand-in backend runs eager kernels: its peaks and times are not Inductor's
-        report.peaks = memory.measured_peaks(compiled, x, W)
-        report.eager_peaks = memory.measured_peaks(broadcast_matmul, x, W)
-        report.time = timing.measure(LESSON.call(compiled), x, W, g, label="compiled", min_run_time=min_run_time)
+        report.peaks = memory.measured_peaks(compiled, x, W, device=dev)
+        report.eager_peaks = memory.measured_peaks(broadcast_matmul, x, W, device=dev)
+        report.time = timing.measure(LESSON.call(compiled), x, W, g, label="compiled", min_run_time=min_run_time,
+                                     device=dev)
         report.eager_time = timing.measure(LESSON.call(broadcast_matmul), x, W, g, label="eager",
-                                           min_run_time=min_run_time)
+                                           min_run_time=min_run_time, device=dev)
     return report
 

@@ -89,8 +89,9 @@ def check_exercise(fn) -> Verdict:
     v.check(f"backward peak at most 4 copies of x ({fmt_bytes(4 * act)})", p.backward.predicted <= 4 * act,
             f"predicted {fmt_bytes(p.backward.predicted)}")
     if _device.has_cuda():
-        m, _where, problem = analyse_reader(lambda x, W: memory.measured_peaks(fn, x, W),
-                                            lambda _dev: inputs("cuda"))
+        gpu = torch.device("cuda")  # resolved here and passed down: the peaks are the CUDA allocator's
+        m, _where, problem = analyse_reader(lambda x, W: memory.measured_peaks(fn, x, W, device=gpu),
+                                            lambda _dev: inputs(gpu))
         ok = problem is None and m.backward <= 4 * act
         v.on_gpu("measured backward peak at most 4 copies of x", ok, problem or fmt_bytes(m.backward))
     else:

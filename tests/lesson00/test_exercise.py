@@ -174,3 +174,41 @@ def test_starter_source_runs_as_pasted():
     namespace = {}
     exec(E.starter_source(), namespace)  # the notebook's editable cell: imports included
     assert callable(namespace["my_benchmark"])
+
+
+# --- the [GPU] line: the reader's benchmark against the harness, in alternating rounds ---------------------
+def _fixed_harness(monkeypatch, seconds):
+    monkeypatch.setattr(E.timing, "measure", lambda *a, **k: timing.Timing("h", seconds, 0.0, [seconds], 1, "m", "cpu"))
+
+
+def test_agreement_check_decides_from_rounds(monkeypatch):
+    _fixed_harness(monkeypatch, 0.010)
+    name, ok, detail = E.agreement_check(lambda fn, sync: 0.011, "cpu", n=8, max_time=5)
+    assert name == "agrees with timing.measure on a 8×8 matmul" and ok is True and detail == ""
+    assert E.agreement_check(lambda fn, sync: 0.002, "cpu", n=8)[1:] == (
+        False, "reports too little: sync before you stop the clock")
+    assert E.agreement_check(lambda fn, sync: 0.050, "cpu", n=8)[1:] == (
+        False, "reports too much: warm up, and take the median")
+    # one honest answer in a round, a wild one in the next: the rounds disagree, so nothing is decided
+    answers = iter([0.010, 0.030, 0.004, 0.020, 0.006] * 3)
+    _name, ok, detail = E.agreement_check(lambda fn, sync: next(answers), "cpu", n=8)
+    assert ok is False and detail.startswith("not decided on this run"), detail
+
+
+def test_agreement_check_turns_what_the_benchmark_does_into_the_detail(monkeypatch):
+    _fixed_harness(monkeypatch, 0.010)
+    assert E.agreement_check(lambda fn, sync: "fast", "cpu", n=8)[1:] == (
+        False, "return the seconds per call as a positive number")
+    assert E.agreement_check(lambda fn, sync: 1 / 0, "cpu", n=8)[2] == "your code raised ZeroDivisionError: division by zero"
+
+    def too_many(fn, sync):
+        while True:
+            fn()
+
+    assert "more than 1000 calls" in E.agreement_check(too_many, "cpu", n=8)[2]
+
+
+def test_agreement_check_runs_the_real_harness_and_matmul():
+    # No time is asserted (a timing on a busy machine): the line runs end to end and says ok or why not.
+    name, ok, detail = E.agreement_check(solution, "cpu", n=64, max_time=3)
+    assert isinstance(ok, bool) and (ok or detail), detail

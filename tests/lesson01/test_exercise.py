@@ -7,12 +7,38 @@ from lessons_lib.lesson01_broadcast_matmul import exercise
 
 
 # --- the exercise checker ---------------------------------------------------------------------
+SIM = getattr(torch.cuda, "_course_simulated", None)
+SMALL = (4, 32, 64, 4, 16)  # B, T, D, H, Dh: the speed line's shape in these tests (the GPU's is 64, 256, 1024, 16, 64)
+
+
 @pytest.fixture(autouse=True)
-def _no_gpu_timing(monkeypatch):
-    """These tests read the checker's machine-independent lines. Its [GPU] speed line times two large einsums,
-    15-20 s a test under the simulated GPU (which runs them on the CPU): skipped here as on a CPU-only
-    machine. tests/test_simgpu.py runs it under the simulated GPU, the gpu claim test on a real one."""
-    monkeypatch.setattr(exercise, "gpu_speed_check", lambda fn: ("faster than the starter", None, "not timed here"))
+def _small_gpu_timing(monkeypatch):
+    """These tests read the checker's machine-independent lines. Under the simulated GPU its [GPU] speed line
+    would time the starter at the GPU's shape (1.3 GiB of copies a call) on the CPU: it runs at SMALL, one
+    second, instead (the same code path; the gpu claim tests time the real shape on a real GPU)."""
+    real = exercise.speed_check
+    monkeypatch.setattr(exercise, "speed_check",
+                        lambda fn, device, shape=SMALL, max_time=1.0: real(fn, device, shape, max_time=max_time))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not SIM, reason="needs the simulated GPU: -p tests.simgpu --simulate-gpu=t4"))])
+def test_the_starter_checked_against_itself_is_never_called_faster(device):
+    # On the H200 the untouched starter scored "✓ at least 1.3× faster than the starter (2.0×)": each side was
+    # timed once. Paired rounds cannot call it faster than itself (no time is asserted: only that it fails).
+    name, ok, detail = exercise.speed_check(exercise.exercise_starter, device, SMALL, max_time=1.5)
+    assert name == f"at least {exercise.GPU_SPEEDUP_BAR}× faster than the starter"
+    assert ok is False, detail
+    assert "paired rounds" in detail or detail.startswith("not decided on this run"), detail
+    assert "float32 GEMMs in" in detail  # which precision the GEMMs ran in
+
+
+def test_the_speed_line_runs_a_solution_and_reports_a_crash_as_its_detail():
+    _name, ok, detail = exercise.speed_check(lambda x, W: torch.einsum("btd,hed->bhte", x, W), "cpu", SMALL,
+                                             max_time=1.0)
+    assert isinstance(ok, bool) and ("paired rounds" in detail or "not decided" in detail), detail
+    _name, ok, detail = exercise.speed_check(lambda x, W: x @ W, "cpu", SMALL, max_time=1.0)
+    assert ok is False and detail.startswith("timing raised RuntimeError"), detail
 
 
 def _folded(x, W):

@@ -4,6 +4,37 @@ import torch
 
 from lessons_lib.lesson04_launch_overhead import exercise
 
+from .helpers import DEVICES
+
+SMALL = (256, 64)  # rows, features: the speed line's shape in these tests (the GPU's is 16384, 1024)
+
+
+@pytest.fixture(autouse=True)
+def _small_gpu_timing(monkeypatch):
+    """Under the simulated GPU the checker's [GPU] speed line runs at SMALL for a second, not at the GPU's
+    64 MiB tensors on the CPU beneath (the same code path; the gpu claim tests time the real shape)."""
+    real = exercise.speed_check
+    monkeypatch.setattr(exercise, "speed_check",
+                        lambda fn, device, shape=SMALL, max_time=1.0: real(fn, device, shape, max_time=max_time))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_starter_checked_against_itself_is_never_called_faster(device):
+    # On the H200 the untouched starter scored "✓ at least 1.3× faster than the starter (2.25×)": each side was
+    # timed once. Paired rounds cannot call it faster than itself (no time is asserted: only that it fails).
+    name, ok, detail = exercise.speed_check(exercise.exercise_starter, device, SMALL, max_time=1.5)
+    assert name == f"at least {exercise.GPU_SPEEDUP_BAR}× faster than the starter"
+    assert ok is False, detail
+    assert "paired rounds" in detail or detail.startswith("not decided on this run"), detail
+
+
+def test_the_checker_has_a_speed_line_only_on_a_gpu():
+    v = exercise.check_exercise(lambda x, s, b: torch.relu(torch.addcmul(b, x, s)))
+    (gpu_line,) = [c for c in v.checks if c[0].startswith("[GPU]")]
+    if torch.cuda.is_available():  # the simulated GPU: timed at SMALL by the fixture
+        assert isinstance(gpu_line[1], bool) and ("paired rounds" in gpu_line[2] or "not decided" in gpu_line[2])
+    else:
+        assert gpu_line[1] is None
 
 
 # --- the exercise checker --------------------------------------------------------------------------

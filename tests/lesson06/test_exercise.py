@@ -4,6 +4,29 @@ import torch
 
 from lessons_lib.lesson06_data_movement import exercise
 
+SIM = getattr(torch.cuda, "_course_simulated", None)
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+SMALL = (32, 16, 64)  # pieces, rows, cols: the speed line's shape in these tests (the GPU's is 256, 256, 1024)
+
+
+@pytest.fixture(autouse=True)
+def _small_gpu_timing(monkeypatch):
+    """Under the simulated GPU the checker's [GPU] speed line runs at SMALL for a second: at the GPU's shape the
+    starter's cats copy 34 GB on the CPU beneath (the same code path; the gpu claim tests time the real one)."""
+    real = exercise.speed_check
+    monkeypatch.setattr(exercise, "speed_check",
+                        lambda fn, device, shape=SMALL, max_time=1.0: real(fn, device, shape, max_time=max_time))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_starter_checked_against_itself_is_never_called_faster(device):
+    # The same code scored 0.8× and 0.6× against itself on the H200, one timing a side. Paired rounds cannot
+    # call it faster than itself (no time is asserted: only that it fails).
+    name, ok, detail = exercise.speed_check(exercise.exercise_starter, device, SMALL, max_time=1.5)
+    assert name == f"at least {exercise.GPU_SPEEDUP_BAR:g}× faster than the starter at {SMALL[0]} pieces"
+    assert ok is False, detail
+    assert "paired rounds" in detail or detail.startswith("not decided on this run"), detail
+
 
 def _solution(*pieces):
     return torch.cat([p / p.abs().amax().clamp_min(1e-6) for p in pieces])
@@ -34,7 +57,8 @@ def test_checker_fails_the_starter_on_syncs_and_bytes_not_correctness():
 
 @pytest.mark.parametrize("fn", [_solution, _preallocate_solution, _sync_once])
 def test_checker_passes_correct_rewrites(fn):
-    v = exercise.check_exercise(fn)
+    # Every machine-independent line; the [GPU] speed line is a timing (under the simulated GPU, at SMALL on a CPU)
+    v = exercise.check_exercise(fn).on_every_machine()
     assert v.passed, str(v)
 
 
