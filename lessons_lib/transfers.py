@@ -172,8 +172,8 @@ def measure(nbytes: int = 64 * 2**20, direction: str = "h2d", pinned: bool = Tru
             min_run_time: float = 0.2) -> Bandwidth:
     """The bandwidth of one copy of `nbytes` between a host buffer (pinned or pageable) and the GPU.
 
-    Timed with the harness; the GPU tensor is the first argument, so the harness synchronizes the
-    GPU. Pinned copies are non_blocking (queued, as a DataLoader's are); pageable ones are plain."""
+    Timed with the harness on `device` (passed, so it synchronizes the GPU whatever the argument order).
+    Pinned copies are non_blocking (queued, as a DataLoader's are); pageable ones are plain."""
     dev = torch.device(device)
     host, gpu = _buffers(nbytes, direction, pinned, dev)
     nb = pinned
@@ -186,7 +186,7 @@ def measure(nbytes: int = 64 * 2**20, direction: str = "h2d", pinned: bool = Tru
             h.copy_(g, non_blocking=nb)
 
     label = f"{'host → device' if direction == 'h2d' else 'device → host'}, {'pinned' if pinned else 'pageable'}"
-    t = timing.measure(copy, gpu, host, label=label, min_run_time=min_run_time, max_time=10.0)
+    t = timing.measure(copy, gpu, host, label=label, min_run_time=min_run_time, max_time=10.0, device=dev)
     return Bandwidth(label, host.nbytes, t)
 
 
@@ -198,7 +198,8 @@ def pin_then_copy(nbytes: int = 64 * 2**20, device="cuda", min_run_time: float =
     def pin_copy(g, h):
         return h.pin_memory().to(g.device, non_blocking=True)
 
-    t = timing.measure(pin_copy, gpu, host, label="pin_memory() then copy", min_run_time=min_run_time, max_time=10.0)
+    t = timing.measure(pin_copy, gpu, host, label="pin_memory() then copy", min_run_time=min_run_time, max_time=10.0,
+                       device=dev)
     return Bandwidth("pin_memory() then copy (pin included)", host.nbytes, t)
 
 

@@ -94,13 +94,13 @@ def compile_and_compare(params: dict, device=None, small: dict | None = None,
         check = dataclasses.replace(LESSON, variants=[LESSON.variant("PseudoLinear"), Variant("compiled", c.fn)])
         rows = check.check_correct([full, *odd], dev, seed=0)
         out.correct = check.correctness_report(rows)
-        out.eager = _measure(pseudo_linear, *inputs, label="eager", min_run_time=min_run_time)
-        out.fused = _measure(c.fn, *inputs, label="compiled", min_run_time=min_run_time)
+        out.eager = _measure(pseudo_linear, *inputs, label="eager", min_run_time=min_run_time, device=dev)
+        out.fused = _measure(c.fn, *inputs, label="compiled", min_run_time=min_run_time, device=dev)
         if small:
             out.small_params = LESSON.check(small, dev, torch.float32)
             s = make_inputs(out.small_params, dev, torch.float32)
-            out.small = (_measure(pseudo_linear, *s, label="eager", min_run_time=min_run_time),
-                         _measure(c.fn, *s, label="compiled", min_run_time=min_run_time))
+            out.small = (_measure(pseudo_linear, *s, label="eager", min_run_time=min_run_time, device=dev),
+                         _measure(c.fn, *s, label="compiled", min_run_time=min_run_time, device=dev))
     except Exception as err:  # a recompile that fails at another shape: say so, keep the cold time
         c.problem = f"the compiled function failed after compiling ({type(err).__name__}: {err})"
         return out

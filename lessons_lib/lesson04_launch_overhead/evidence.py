@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import noise, roofline, timing
+from .. import grading, noise, roofline, timing
 from .. import device as _device
 from ..display import text_table
 from ..timing import fmt_time
@@ -19,8 +19,9 @@ from .lessons import LESSON, THREAD_SHAPE, TRAIN_LESSON, _measure, _shape, make_
 
 def overhead_timings(device=None, min_run_time: float = 0.1) -> list[timing.Timing]:
     """What one tiny op costs here, where the work is nothing and only the overhead remains."""
-    return [_measure(fn, *args, label=label, min_run_time=min_run_time)
-            for label, fn, args in overhead_cases(_device.pick(device))]
+    dev = _device.pick(device)
+    return [_measure(fn, *args, label=label, min_run_time=min_run_time, device=dev)
+            for label, fn, args in overhead_cases(dev)]
 
 
 def overhead_cases(dev) -> list[tuple[str, object, tuple]]:
@@ -85,7 +86,8 @@ def regime_table(params: dict, device=None, dtype=torch.float32, run=None, train
     below = False
     for name, w in lesson.work(params, dtype).items():
         t = regime_terms(w, pk)
-        row = [name, str(w.launches), f"{w.flops / 1e6:.1f}", f"{w.bytes / 2**20:.2f}",
+        # the bytes the memory bound divides: on a CUDA GPU without the addmm bias copy (cuBLASLt's epilogue)
+        row = [name, str(w.launches), f"{w.flops / 1e6:.1f}", f"{w.bytes_on(pk.cuda) / 2**20:.2f}",
                *(fmt_time(v) for v in t.values()), pk.regime(w)]
         if run:
             med = run.timings[name].median if name in run.timings else float("nan")
@@ -112,7 +114,7 @@ def gpu_launch_latency(device="cuda", n: int = 200) -> dict[str, float] | None:
     if dev.type != "cuda" or not _device.has_cuda():
         return None
     one = torch.zeros(1, device=dev)
-    issue = timing.measure(torch.add, one, one, label="issue", min_run_time=0.2).median
+    issue = timing.measure(torch.add, one, one, label="issue", min_run_time=0.2, device=dev).median
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     spans = []
     for _ in range(n):
@@ -190,7 +192,8 @@ def rate_summary(run, peaks_: roofline.Peaks) -> str:
     # the rate within the timing's IQR: fastest and slowest the measurement allows
     est = noise.Estimate([run.work["Linear"].flops / max(t.median + t.iqr / 2, 1e-12), rate,
                           run.work["Linear"].flops / max(t.median - t.iqr / 2, 1e-12)])
-    lines = [f"Linear at {_shape(run.params)}: {rate / 1e9:,.0f} GFLOP/s counted as 2·batch·width² FLOPs a layer; "
+    precision = f" ({grading.precision_label(run.device)})" if run.device == "cuda" else ""
+    lines = [f"Linear at {_shape(run.params)}: {rate / 1e9:,.0f} GFLOP/s counted as 2·batch·width² FLOPs a layer{precision}; "
              f"the measured peak of a large mm is {peaks_.flops / 1e9:,.0f} GFLOP/s ({rate / peaks_.flops:.0%} of it)."]
     sheet = None
     if run.device == "cuda" and _device.has_cuda():

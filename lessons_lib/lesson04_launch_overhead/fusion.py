@@ -109,13 +109,13 @@ def fusion_causes(params: dict, device=None, compiled=None, max_time: float = 5.
            "compiled (one fused kernel)": lambda: compiled(x, W, w, b)}
     faults = {n: faults_per_call(fn) if dev.type == "cpu" else None for n, fn in fns.items()}
     pairs = [(a, b_) for a, b_ in zip(list(fns), list(fns)[1:])]
-    many = noise.compare(fns, pairs=pairs, min_run_time=min_run_time, max_time=max_time)
+    many = noise.compare(fns, pairs=pairs, min_run_time=min_run_time, max_time=max_time, device=dev)
     one = None
     threads = torch.get_num_threads()
     if dev.type == "cpu" and threads > 1:
         torch.set_num_threads(1)
         try:
-            one = noise.compare(fns, pairs=pairs, min_run_time=min_run_time, max_time=max_time)
+            one = noise.compare(fns, pairs=pairs, min_run_time=min_run_time, max_time=max_time, device=dev)
         finally:
             torch.set_num_threads(threads)
     eager_b, fused_b = fusion_bytes(full)

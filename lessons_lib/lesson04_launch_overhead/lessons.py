@@ -16,9 +16,10 @@ LESSON_KEY = "04_launch_overhead"  # also the key of the thread's reported figur
 THREAD_SHAPE = {"width": 160, "batch": 32768, "layers": 4}  # width: the question; batch: the fixing reply; depth ours
 
 
-def _measure(fn, *args, label: str, min_run_time: float, max_time: float = 1.0) -> timing.Timing:
-    """timing.measure with an upper bound on the whole measurement (a demo never runs away)."""
-    return timing.measure(fn, *args, label=label, min_run_time=min_run_time, max_time=max_time)
+def _measure(fn, *args, label: str, min_run_time: float, device, max_time: float = 1.0) -> timing.Timing:
+    """timing.measure with an upper bound on the whole measurement (a demo never runs away), on the device
+    the public function resolved (a closure such as `opt.step` has no tensor to read it from)."""
+    return timing.measure(fn, *args, label=label, min_run_time=min_run_time, max_time=max_time, device=device)
 
 
 # --- inputs, a training step, memory ---------------------------------------------------------------
@@ -147,7 +148,8 @@ def with_compiled(lesson: Lesson) -> Lesson:
 def with_tf32(lesson: Lesson) -> Lesson:
     """The lesson plus Linear with TF32 allowed (its floor uses the TF32 peak where the GPU has one).
     Not in the float64 checks: TF32 rounds inputs to 10 mantissa bits, outside float32's tolerance."""
-    v = Variant("Linear (TF32)", linear_tf32, "F.linear with torch.backends.cuda.matmul.allow_tf32 = True")
+    v = Variant("Linear (TF32)", linear_tf32, "F.linear with TF32 allowed for its matmuls "
+                "(torch.backends.cuda.matmul.fp32_precision = 'tf32'; allow_tf32 before torch 2.9)")
     return dataclasses.replace(lesson, variants=[*lesson.variants, v])
 
 

@@ -52,7 +52,7 @@ def reproduce(device=None, width: int | None = None, batch: int | None = None, l
         x, g = torch.randn(B, W, device=dev), torch.randn(B, W, device=dev)
         for kind in ("Linear", "PseudoLinear"):
             fns[f"fixed {kind}"] = (lambda m: lambda: fixed_step(m, x, g))(fixed_model(kind, W, L, dev))
-        return noise.compare(fns, pairs=REPRODUCE_PAIRS, min_run_time=min_run_time, max_time=max_time)
+        return noise.compare(fns, pairs=REPRODUCE_PAIRS, min_run_time=min_run_time, max_time=max_time, device=dev)
 
 
 # --- what the thread reported: read from the recorded file, never copied into code -------------------

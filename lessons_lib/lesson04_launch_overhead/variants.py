@@ -35,15 +35,25 @@ def addcmul(x, W, w, b):
 
 
 def linear_tf32(x, W, w, b):
-    """Linear with TF32 allowed for its matmuls (torch.backends.cuda.matmul.allow_tf32, off by default
-    since torch 1.12): on an Ampere or newer GPU the GEMM runs on TF32 tensor cores (inputs rounded to
-    a 10-bit mantissa); on a CPU or an older GPU it is Linear."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
+    """Linear with TF32 allowed for its matmuls (off by default since torch 1.12): on an Ampere or newer GPU
+    the GEMM runs on TF32 tensor cores (inputs rounded to a 10-bit mantissa); on a CPU or an older GPU it is
+    Linear. Since torch 2.9 the setting is `torch.backends.cuda.matmul.fp32_precision` ("tf32" or "ieee";
+    "none" inherits the global one); before it, `allow_tf32`. It is put back as it was: restoring through the
+    old flag would leave "ieee" where "none" was, and reading the old flag raises once both APIs were used."""
+    m = torch.backends.cuda.matmul
+    new_api = isinstance(getattr(m, "fp32_precision", None), str)
+    before = m.fp32_precision if new_api else m.allow_tf32
+    if new_api:
+        m.fp32_precision = "tf32"
+    else:
+        m.allow_tf32 = True
     try:
         return linear(x, W, w, b)
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+        if new_api:
+            m.fp32_precision = before
+        else:
+            m.allow_tf32 = before
 
 
 def mul_add_inplace(x, W, w, b):

@@ -49,7 +49,7 @@ def cat_verdict(device=None, pieces: int | None = None, max_time: float = 3.0):
     CAT_LESSON.check(p, dev, torch.float32)
     pieces = cat_inputs(p, dev, torch.float32)
     cmp = noise.compare({v.name: (lambda fn=v.fn: fn(*pieces)) for v in CAT_LESSON.variants}, max_time=max_time,
-                        pairs=[("cat in a loop", "cat once"), ("preallocate + fill", "cat once")])
+                        pairs=[("cat in a loop", "cat once"), ("preallocate + fill", "cat once")], device=dev)
     loop = cmp.say("cat in a loop", "cat once", "cat once is {r:.0f}× faster than cat in a loop",
                    tie="cat once and cat in a loop take the same time (within 5%)")
     fill = cmp.say("preallocate + fill", "cat once", "pre-allocate + fill takes {r:.1f}× the time of cat once",

@@ -33,7 +33,8 @@ def grad_mode_timings(device=None, batch: int | None = None, width: int = 512, d
     batch = batch or (4096 if dev.type == "cuda" else 64)
     model = mlp(width, depth).to(dev)
     x = torch.randn(batch, width, device=dev)
-    return {name: _measure(fn, model, x, label=name, min_run_time=min_run_time) for name, fn in GRAD_MODES.items()}
+    return {name: _measure(fn, model, x, label=name, min_run_time=min_run_time, device=dev)
+            for name, fn in GRAD_MODES.items()}
 
 
 def grad_modes_agree() -> float:
@@ -52,7 +53,7 @@ def grad_mode_verdict(device=None, batch: int | None = None, width: int = 512, d
     model = mlp(width, depth).to(dev)
     x = torch.randn(batch, width, device=dev)
     cmp = noise.compare({name: (lambda fn=fn: fn(model, x)) for name, fn in GRAD_MODES.items()},
-                        pairs=[("with autograd", "inference_mode")], max_time=max_time)
+                        pairs=[("with autograd", "inference_mode")], max_time=max_time, device=dev)
     return cmp, cmp.say("with autograd", "inference_mode",
                         "here inference_mode is {r:.2f}× the speed of a forward with autograd: skipping autograd's "
                         "bookkeeping saves a measurable share of the time at this size",

@@ -36,7 +36,8 @@ def inplace_timings(device=None, n: int | None = None, min_run_time: float = 0.1
     a, b, buf = torch.rand(n, device=dev), torch.rand(n, device=dev), torch.empty(n, device=dev)
     calls = {"a + b (new output)": (out_of_place, a, b), "torch.add(a, b, out=buf)": (into_buffer, a, b, buf),
              "a.add_(b) (in place)": (in_place, a, b)}
-    return {name: _measure(fn, *args, label=name, min_run_time=min_run_time) for name, (fn, *args) in calls.items()}
+    return {name: _measure(fn, *args, label=name, min_run_time=min_run_time, device=dev)
+            for name, (fn, *args) in calls.items()}
 
 
 def inplace_cause(device=None, n: int | None = None, max_time: float = 4.0):
@@ -59,7 +60,7 @@ def inplace_cause(device=None, n: int | None = None, max_time: float = 4.0):
            "torch.add(a, b, out=buf)": lambda: torch.add(a, b, out=buf), "buf.copy_(a)": lambda: buf.copy_(a)}
     pairs = [("torch.add(a, b, out=a)", "a.add_(b)"), ("torch.add(a, b, out=buf)", "torch.add(a, b, out=a)"),
              ("buf.copy_(a)", "a.add_(b)"), ("a + b (new output)", "torch.add(a, b, out=buf)")]
-    cmp = noise.compare(fns, pairs=pairs, min_run_time=0.03, max_time=max_time)
+    cmp = noise.compare(fns, pairs=pairs, min_run_time=0.03, max_time=max_time, device=dev)
     mib = _device.fmt_bytes(4 * n)
     lines = [f"{len(cmp.rounds['a.add_(b)'])} paired rounds, {mib} per array, {dev.type}:",
              "- " + cmp.say(*pairs[3], "a fresh output each call (a + b) takes {r:.2f}× adding into a reused buffer: "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .. import noise, timing
+from .. import grading, noise, timing
 from .. import device as _device
 from ..grading import rel_error
 from .evidence import _measure
@@ -54,7 +54,8 @@ def layout_timings(device=None, dtype=torch.float32, min_run_time: float = 0.1, 
     with torch.no_grad():
         for name, fmt in (("contiguous NCHW", torch.contiguous_format), ("channels_last", torch.channels_last)):
             m = convnet().to(dev, dtype).to(memory_format=fmt)
-            out[name] = _measure(m, x.contiguous(memory_format=fmt), label=name, min_run_time=min_run_time)
+            out[name] = _measure(m, x.contiguous(memory_format=fmt), label=name, min_run_time=min_run_time,
+                                 device=dev)
     return out
 
 
@@ -66,14 +67,16 @@ def layout_verdict(device=None, dtype=torch.float32, max_time: float = 4.0, **kw
     for name, fmt in (("contiguous NCHW", torch.contiguous_format), ("channels_last", torch.channels_last)):
         m, xi = convnet().to(dev, dtype).to(memory_format=fmt), x.contiguous(memory_format=fmt)
         fns[name] = lambda m=m, xi=xi: _no_grad_call(m, xi)
-    cmp = noise.compare(fns, pairs=[("contiguous NCHW", "channels_last")], max_time=max_time)
+    cmp = noise.compare(fns, pairs=[("contiguous NCHW", "channels_last")], max_time=max_time, device=dev)
     r = cmp.ratio("contiguous NCHW", "channels_last")
     word = {"channels_last": "channels_last wins: the seed's 'channel-first helps' does not hold on this device",
             "contiguous NCHW": "NCHW wins for this network on this device: the seed's advice holds here; on GPUs "
                                "with tensor cores, measure in float16/bfloat16 before trusting it"}
-    return cmp, r.say("here channels_last runs at {r:.2f}× NCHW's speed: " + word.get(r.faster or "", ""),
-                      tie="here neither layout wins (within 5%): channel-first gives no advantage on this device "
-                          "either")
+    # cuDNN runs float32 convolutions in TF32 by default on an Ampere or newer GPU: say which ran
+    ran = f" ({grading.precision_label(dev, 'conv')})" if dev.type == "cuda" and dtype == torch.float32 else ""
+    return cmp, r.say("here channels_last runs at {r:.2f}× NCHW's speed" + ran + ": " + word.get(r.faster or "", ""),
+                      tie="here neither layout wins (within 5%)" + ran + ": channel-first gives no advantage on this "
+                          "device either")
 
 
 def _no_grad_call(m, x):

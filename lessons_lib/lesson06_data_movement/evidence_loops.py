@@ -71,7 +71,7 @@ def extrapolate_elementwise(device=None, elements: int = 300, min_run_time: floa
     b = torch.rand(10, device=dev)
     out = torch.empty_like(a)
     t = _measure(posted_elementwise, a, b, out, elements, label=f"{elements} elements", min_run_time=min_run_time,
-                 max_time=5.0)
+                 max_time=5.0, device=dev)
     return Extrapolation(elements, t, rows * cols * SEED_EXAMPLE2["num_iterations"])
 
 

@@ -66,9 +66,9 @@ def seed_example1_timings(device=None, size=None, num_iterations: int = 10, min_
     cpu_tensor = torch.rand(size)
     gpu_tensor = cpu_tensor.to(dev)
     out = {"as posted": _measure(posted_transfer_loop, cpu_tensor, num_iterations, dev, label="as posted",
-                                 min_run_time=min_run_time),
+                                 min_run_time=min_run_time, device=dev),
            "kept on device": _measure(kept_on_device_loop, gpu_tensor, num_iterations, label="kept on device",
-                                      min_run_time=min_run_time)}
+                                      min_run_time=min_run_time, device=dev)}
     return out
 
 
@@ -85,6 +85,6 @@ def seed_example1_verdict(device=None, size=None, num_iterations: int = 10, max_
     gpu_tensor = cpu_tensor.to(dev)
     cmp = noise.compare({"as posted": lambda: posted_transfer_loop(cpu_tensor, num_iterations, dev),
                          "kept on device": lambda: kept_on_device_loop(gpu_tensor, num_iterations)},
-                        pairs=[("as posted", "kept on device")], max_time=max_time)
+                        pairs=[("as posted", "kept on device")], max_time=max_time, device=dev)
     return cmp, cmp.say("as posted", "kept on device", "measured here: the posted loop takes {r:.0f}× as long as "
                         "the loop that keeps its data on the GPU (median of paired rounds, {low:.0f}–{high:.0f}×)")

@@ -121,3 +121,17 @@ def test_rate_summary_on_each_device(device, one_thread):
     assert "GFLOP/s counted as 2·batch·width² FLOPs" in text
     if device == "cuda" and roofline.datasheet(torch.cuda.get_device_name(), torch.float32):
         assert "datasheet peak" in text
+    assert ("float32 GEMMs in" in text) == (device == "cuda")  # TF32 or not, said where a GPU ran it
+
+
+def test_regime_table_shows_the_bytes_its_memory_bound_divides(monkeypatch):
+    # On the H200 the column said 320.39 MiB for Linear while its memory bound used 160 MiB (cuBLASLt adds the
+    # bias in its epilogue): the column is the bytes the bound divides, on a GPU's peaks as on a CPU's.
+    p = {"width": 160, "batch": 256, "layers": 4}
+    w = lessons.LESSON.work(p)["Linear"]
+    assert w.lt_bias_bytes > 0
+    for cuda in (False, True):
+        pk = roofline.Peaks(1e12, 1e11, 5e-6, "test", cuda=cuda)
+        monkeypatch.setattr(evidence, "peaks", lambda device=None, dtype=None, pk=pk: pk)
+        row = next(line for line in evidence.regime_table(p, "cpu").splitlines() if line.startswith("Linear"))
+        assert row.split()[3] == f"{w.bytes_on(cuda) / 2**20:.2f}" == f"{pk.terms(w)['memory'] * 1e11 / 2**20:.2f}"

@@ -45,3 +45,15 @@ def test_foreach_check_fails_a_wrong_optimizer(monkeypatch):
 @pytest.mark.parametrize("device", DEVICES)
 def test_fixes_are_checked_on_each_device(device):
     assert fixes.check_fixes(device).count("✓") == 3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_optimizer_timings_are_paired_rounds_on_the_device_passed(device):
+    # One timing a side spread 77% on the H200 and the sentence could decide nothing: paired rounds now, and
+    # opt.step (a closure with no tensor argument) is timed on the device passed, not guessed as "cpu".
+    cmp = fixes.optimizer_timings(device, n_tensors=8, size=16, max_time=1.0)
+    assert len(cmp.rounds["SGD step, foreach=False"]) >= 3
+    assert {t.device for t in cmp.timings.values()} == {torch.device(device).type}
+    said = fixes.optimizer_summary(cmp)
+    r = cmp.ratio("SGD step, foreach=False", "SGD step, foreach=True")
+    assert said.startswith("foreach against the for loop: ") and ("not decided" in said) == (not r.decided)

@@ -38,3 +38,26 @@ def test_autograd_refuses_to_overwrite_a_saved_tensor_by_its_version_counter():
     assert "RuntimeError" in text
     assert "modified by an inplace operation" in text  # the saved-tensor check, not the leaf rule
     assert "leaf" not in text
+
+
+def test_linear_tf32_leaves_the_tf32_settings_as_it_found_them():
+    # It used to set and restore the old flag (allow_tf32): since torch 2.9 that leaves fp32_precision "ieee"
+    # where it was "none" (inherit), and reading the old flag raises once a program has used both APIs.
+    import torch
+
+    m = torch.backends.cuda.matmul
+    x, W, w, b = lessons.make_inputs(SMALL, torch.device("cpu"), torch.float32)
+    if isinstance(getattr(m, "fp32_precision", None), str):
+        before = m.fp32_precision
+        try:
+            for start in ("none", "ieee", "tf32"):
+                m.fp32_precision = start
+                out = variants.linear_tf32(x, W, w, b)
+                assert m.fp32_precision == start
+            assert torch.allclose(out, variants.linear(x, W, w, b))  # on a CPU it is Linear
+        finally:
+            m.fp32_precision = before
+    else:
+        before = m.allow_tf32
+        variants.linear_tf32(x, W, w, b)
+        assert m.allow_tf32 == before
