@@ -76,7 +76,7 @@ def seed_experiment():
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        r = on_gpu.graphed_callables_ratio(512, device="cuda", max_time=6.0)
+        r = on_gpu.graphed_callables_ratio(512, device="cuda", max_time=4.0)
     if isinstance(r, str):
         print(r)
         return
@@ -117,7 +117,7 @@ def kernel_bound():
 
     model = evidence.gpu_model(explore.KERNEL_BOUND)
     print(model)
-    parts = on_gpu.graph_parts(explore.KERNEL_BOUND, "cuda", max_time=6.0)
+    parts = on_gpu.graph_parts(explore.KERNEL_BOUND, "cuda", max_time=4.0)
     print(parts)
     print(f"replay ratio values {[round(v, 3) for v in parts.replay.values]}; with copies "
           f"{[round(v, 3) for v in parts.with_copies.values]}; copies model {parts.copies_model:.3f}")
