@@ -213,7 +213,7 @@ def compare_on_gpu(params: dict | None = None, device=None, gpu: str | None = No
     if dev.type != "cuda" or not graphs.has_graphs():
         return GpuComparison(p, None, model, _cpu_note("Timing a graph replay") + "\nBelow: the model's prediction.")
     run = gpu_lesson(dev).run(p, dev, min_run_time=min_run_time)
-    return GpuComparison(p, run, gpu_model(p, dev) if gpu is None else model, parts=graph_parts(p, dev))
+    return GpuComparison(p, run, gpu_model(p, dev) if gpu is None else model, parts=graph_parts(p, dev, max_time=4.0))
 
 
 def check_graphed(params: dict | None = None, device=None) -> str:
