@@ -188,6 +188,8 @@ def _optimizer_step(kind: str, tensor_lr: bool = False, **options):
         if tensor_lr:  # set after construction: the constructor compares lr with 0 on the host (meta cannot)
             opt.param_groups[0]["lr"] = torch.tensor(0.1, device=p.device)
         state["param"], state["opt"] = p, opt
+        # every optimizer built stays alive: a graph captured with one reads its lr and state at their addresses
+        state.setdefault("built", []).append(opt)
 
     def step(p):
         if state.get("param") is not p:  # a new parameter (another device, a static copy): a new optimizer
