@@ -9,7 +9,7 @@ and none of them copies a weight.
 Which file holds what:
 
 - variants.py  the thread's code and its rewrites (what the notebook shows), THREAD_SHAPE, make_inputs
-- evidence.py  the bytes of the expanded weight copy
+- evidence.py  the bytes of the expanded weight copy, and what the floors say at one input (one_input_floors)
 - explore.py   LESSON (the explorer's declaration), explorer(), the recorded results (record, targets)
 - exercise.py  the exercise: starter, float64 reference, checker, the GPU speed bar
 
@@ -18,6 +18,7 @@ Below: the names the notebook and its solution use (the tests import the rest fr
 """
 from __future__ import annotations
 
+from .evidence import one_input_floors  # noqa: F401
 from .exercise import check_exercise, exercise_starter  # noqa: F401
 from .explore import LESSON, explorer  # noqa: F401
 from .variants import THREAD_SHAPE, make_inputs  # noqa: F401

@@ -80,3 +80,19 @@ def test_stacked_bmm_source_says_the_bias_is_copied_not_fused():
     t = explore.LESSON.traces(variants.THREAD_SHAPE)["stacked bmm"]
     (gemm,) = t.gemms
     assert gemm.name == "baddbmm" and t.copied_bytes == 12 * 13 * 16 * 512 * 4  # the bias, expanded to the output
+
+
+def test_the_one_input_reading_follows_the_regimes_it_prints():
+    # Cell 33 said both variants are overhead-bound on a T4 and an H100 while cell 34 printed the T4's broadcast
+    # matmul memory-bound: the sentence now comes with the regimes it reads, per source.
+    import torch
+
+    from lessons_lib import roofline
+    from lessons_lib.lesson01_broadcast_matmul import evidence
+
+    sources = [(g, roofline.datasheet(g, torch.float32, tf32=False)) for g in ("T4", "H100")]
+    sources.append(("compute-heavy", roofline.Peaks(1e9, 1e12, 1e-9, "test")))  # FLOPs dominate both
+    t4, h100, slow = evidence.one_input_floors(512, sources).splitlines()
+    assert "broadcast matmul" in t4 and "(memory-bound" in t4 and "one bound each: the loop's floor is the higher" in t4
+    assert h100.count("(overhead-bound)") == 2 and "both overhead-bound: the loop's 25 launches against 2" in h100
+    assert slow.count("compute-bound") == 2 and "neither is overhead-bound" in slow
