@@ -305,7 +305,8 @@ def graphed_callables_ratio(width: int = 512, batch: int = MODEL_BATCH, layers: 
         captured = graphs.capture(lambda m=whole, x=xs[2]: m(x).backward(g), copy_inputs=False)
         steps[f"{kind} eager"] = lambda m=eager, x=xs[0]: m(x).backward(g)
         steps[f"{kind} graphed"] = lambda m=graphed, x=xs[1]: m(x).backward(g)
-        steps[f"{kind} whole step captured"] = captured.replay
+        # the graph reads the model's weights and gradients and x at their addresses: keep them alive with it
+        steps[f"{kind} whole step captured"] = lambda c=captured, m=whole, x=xs[2]: c.replay()
     how = ("eager", "graphed", "whole step captured")
     pairs = [(f"Linear {h}", f"PseudoLinear {h}") for h in how]
     cmp = noise.compare(steps, pairs=pairs, min_run_time=min_run_time / 4, max_time=max_time, device=dev)
