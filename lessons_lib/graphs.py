@@ -120,7 +120,9 @@ def capture(fn, *inputs, warmup: int = 3, copy_inputs: bool = True) -> Captured:
     the inputs themselves are the static buffers), a few warm-up calls on a side stream (lazy
     initialisation, autograd's buffers), then capture on that stream into a private pool.
     Raises what capture raises, after undoing what a failed capture leaves behind
-    (`recover_from_failed_capture`); `try_capture` turns the error into a sentence."""
+    (`recover_from_failed_capture`); `try_capture` turns the error into a sentence. What `fn` reads
+    besides its inputs (a model's weights, an optimizer's state) is read at its address by every
+    replay: keep it alive as long as the graph."""
     if not has_graphs():
         raise ValueError(no_graphs_reason())
     static = tuple(_static_copy(t) if copy_inputs and isinstance(t, torch.Tensor) else t for t in inputs)
