@@ -24,9 +24,11 @@ FIXES = {  # in the notebook's order; each one cumulative on the ones before
             "one cat at the end, and one fused optimizer update (lessons 06 and 04)",
 }
 # The model's default shape, by device. CPU: small, but wide (C=256) over few tokens (T=4), so that the
-# broadcast's weight copies (batch x C^2 each) cost more than the GEMM they feed (batch x T x C^2). GPU: 16 tokens, batch 64, where a small model's step lives on a big GPU:
-# the original is bound by its ~450 ops a step, and the roofline's floors (T4, A100, H100) put the fixed
-# step 6.2-7.0x ahead (tests/lesson07/test_gpu_claims.py).
+# broadcast's per-row work on the weights (a copy of each forward, a gradient of each and its sum backward:
+# batch x C^2 each) weighs against the GEMMs (batch x T x C^2). GPU: 16 tokens, batch 64, where a small model's
+# step lives on a big GPU: the original is bound by its ~210 kernel launches a step (on a T4 by its bytes), and
+# the roofline's floors (T4, A100, H100) put the fixed step as one CUDA graph 8.6x ahead
+# (tests/lesson07/test_gpu_claims.py).
 SHAPE = {"cpu": dict(C=256, H=16, E=16, T=4, batch=32), "cuda": dict(C=256, H=16, E=16, T=16, batch=64)}
 
 
