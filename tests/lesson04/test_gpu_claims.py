@@ -72,3 +72,17 @@ def test_gpu_linear_launches_no_bias_copy_kernel():
     if names is None:
         pytest.skip("the profiler cannot see CUDA here")
     assert not [n for n in names if "copy" in n.lower() or "elementwise" in n.lower()], names
+
+
+# --- the exercise's [GPU] speed line on a real GPU: paired rounds, never the starter over itself ------------
+@pytest.mark.gpu
+def test_gpu_exercise_solution_passes_and_the_starter_never_beats_itself():
+    # On the H200 the untouched starter scored 2.25× against itself (one timing a side). Bar: the starter's 6
+    # passes over a 64 MiB tensor against a two-op solution's 4 (1.5×), less 15% (exercise.GPU_SPEEDUP_BAR).
+    from lessons_lib.lesson04_launch_overhead import exercise
+
+    _name, ok, detail = exercise.speed_check(lambda x, s, b: torch.relu(torch.addcmul(b, x, s)), "cuda",
+                                             max_time=6.0)
+    assert ok, detail
+    _name, ok, detail = exercise.speed_check(exercise.exercise_starter, "cuda", max_time=6.0)
+    assert ok is False, detail

@@ -25,3 +25,19 @@ def test_the_layout_verdict_goes_through_the_noise_rule(one_thread):
     cmp, said = evidence_layout.layout_verdict("cpu", batch=1, size=8, max_time=0.5)
     r = cmp.ratio("contiguous NCHW", "channels_last")
     assert ("not decided on this run" in said) == (not r.decided)
+
+
+def test_the_layout_verdict_says_which_precision_a_gpu_ran_its_convolutions_in(one_thread):
+    # cuDNN runs float32 convolutions in TF32 by default on an Ampere or newer GPU: the sentence says so there
+    import pytest
+    import torch
+
+    if not getattr(torch.cuda, "_course_simulated", None):
+        pytest.skip("needs the simulated GPU: -p tests.simgpu --simulate-gpu=h100 (or t4)")
+    cmp, said = evidence_layout.layout_verdict("cuda", batch=1, size=8, max_time=0.5)
+    if cmp.ratio("contiguous NCHW", "channels_last").decided:
+        cc = torch.cuda.get_device_capability()[0]
+        assert ("(float32 convolutions in TF32 (cuDNN))" in said) == (cc >= 8), said
+        assert cc >= 8 or "(float32 convolutions in full float32)" in said
+    _cmp, said16 = evidence_layout.layout_verdict("cuda", torch.float16, batch=1, size=8, max_time=0.5)
+    assert "float32" not in said16
