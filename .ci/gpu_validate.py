@@ -15,6 +15,7 @@ needs CUDA (gpu_validate_dry.py): it proves the plumbing (budgets, stops, logs, 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -31,40 +32,45 @@ OUT_FILES = 8  # what a device machine returns from $OUT
 
 # Budgets in seconds: (planned, takes the time earlier stages left unused). From the H200 run of
 # 2026-11-26 (shared/gpu/runs/h200-2026-11-26), on an H100 or H200 with 16 cores. They add up to
-# 410 s, so the run ends by about 7 minutes; the device command's own limit (10 min) is never reached.
-# Everything wanted does not fit in 7 minutes: the order is the order of importance (claims, then the
-# measured file, probes, notebooks, unit), and what a stop leaves out is listed with the command for a
-# second call (summary.txt).
+# 450 s, so with the stops' grace and the packing the run ends within 8 minutes; the device command's own
+# limit (10 min) is never reached. The order is the order of importance (claims, then the measured file,
+# probes, notebooks, unit); what a stop leaves out is kept in STATE for `--resume` (a second call made at
+# once, RESUME_SECONDS) and listed in summary.txt.
 BUDGETS = {
     # nvidia-smi, torch's view of the GPU and the carried wheels' install: 9 s on the H200.
-    "env": (20, False),
+    "env": (15, False),
     # 82 s alone on the H200 for 47 tests, collection included (39 s of it lesson 03's sweep, the rest
     # under 11 s each). 68 tests now: lesson 07's shipped-step claim alone may take its max_time of 30 s,
     # and lessons 00, 04, 05 and 06 added timed claims (min_run_time 0.5 s a variant, paired rounds).
     # One process (a 60 s per-test timeout), restarted past a test that kills it.
-    "claims": (130, True),
+    "claims": (120, True),
     # --quick took 11.6, 15.5 and 11.4 s for lessons 00-02 on the H200 and over 92 s in 03 (it reached
     # no further in 130 s; 03 has since been cut to fit 25 s): 8 lessons at ~13 s is ~105 s. Each lesson
     # is capped (CAPS), so a slow lesson costs its cap and the others still record.
-    "record": (100, True),
-    # A probe promises < 30 s on an H100 (HELPERS.md) and is capped there; two today (03, and 05 at
-    # "about 20 s on an H100").
-    "probes": (40, True),
-    # 16 notebooks one at a time. On the H200 they took 8-125 s each (cells summed: lessons 31-119 s,
-    # solutions 8-29 s), but four ran at once beside the unit suite, where CPU-only cells ran 5-25x
-    # slower than alone; alone, the lessons' paired timing rounds (a few seconds each) set the floor:
-    # about 20-40 s a lesson and 5-10 s a solution, 200-350 s in all. So this stage will likely stop:
-    # it takes every second the stages before it left, runs the lessons before the solutions, and the
-    # summary prints the command that runs the rest.
-    "notebooks": (100, True),
-    # ~1150 tests then (1321 now); with 4 workers beside four notebooks the H200 reached 96% in 240 s. 12 workers
-    # have the machine to themselves, for whatever is left: one line a test as it ends, so a stopped run
-    # still names its failures (CI runs the whole suite on CPU and under a simulated GPU anyway).
-    "unit": (20, True),
+    "record": (90, True),
+    # A probe promises < 30 s on an H100 and is capped there; three today (03 < 10 s, 05 ~20 s, 07 ~30 s).
+    "probes": (60, True),
+    # 16 notebooks, two at a time (gpu_validate_stages._notebook_jobs: half the cores each). On the H200
+    # they took 8-125 s each (cells summed: lessons 31-119 s, solutions 8-29 s), but four ran at once
+    # beside the unit suite, where CPU-only cells ran 5-25x slower than alone; alone, the lessons' paired
+    # timing rounds (a few seconds each) set the floor: about 20-40 s a lesson and 5-10 s a solution,
+    # 200-350 s in all, so 100-175 s two at a time. It takes every second the stages before it left and
+    # runs the lessons before the solutions; --resume runs any left.
+    "notebooks": (125, True),
+    # ~1150 tests then (~1400 now); with 4 workers beside four notebooks the H200 reached 96% in 240 s. 12
+    # workers have the machine to themselves (about 6 min of this 2-core machine's test time, spread over
+    # 12): one line a test as it ends, so a stopped run still names its failures (CI runs the whole suite on
+    # CPU and under a simulated GPU anyway).
+    "unit": (40, True),
 }
 # Per-item caps inside a stage (seconds): a claim test, a lesson's record, a probe, a notebook, a unit test.
 CAPS = {"claims": 60, "record": 25, "probes": 30, "notebooks": 90, "unit": 120}
 KILL_GRACE = (6.0, 2.0)  # seconds after SIGINT, then after SIGTERM, before SIGKILL
+# --resume: a second device call, made at once while the machine is warm (30 s), runs what the first left
+# out (STATE, written after every stage, in the working tree that stays on a warm machine), within
+# RESUME_SECONDS: a 15-minute lease less a 1-2 minute start and an 8-minute first call.
+STATE = Path(os.environ.get("GPU_VALIDATE_STATE") or ROOT / ".gpu-validate-state.json")
+RESUME_SECONDS = 210
 
 
 @dataclass
@@ -92,6 +98,8 @@ class Ctx:
     has_timeout_plugin: bool = False  # pytest-timeout and pytest-xdist, as env found them
     has_xdist: bool = False
     reruns: list[str] = field(default_factory=list)  # commands that run what a stop left out
+    left: dict = field(default_factory=dict)  # stage -> what a stop left out (STATE, for --resume)
+    resume: dict = field(default_factory=dict)  # --resume: stage -> what the first call left (or ran, for pytest)
 
 
 # --- running one command within a deadline --------------------------------------------------------
@@ -233,15 +241,23 @@ def _parse_args(argv):
     ap.add_argument("--notebooks", default=None, help="comma-separated notebook names (00_timing_honestly, "
                     "solutions/07_capstone_solution): only these, in this order")
     ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "gpu-out"))
+    ap.add_argument("--resume", action="store_true", help="run only what the last run left out (its "
+                    f"{STATE.name}), within {RESUME_SECONDS} s (--budget total=S to change)")
     a = ap.parse_args(argv)
     plan = list(STAGES)
+    if a.resume:
+        if not STATE.exists():
+            ap.error(f"--resume: no {STATE.name} here: run .ci/gpu-validate first (on this machine)")
+        state = json.loads(STATE.read_text())
+        plan = [s for s in STAGES if s == "env" or s in state["left"] or s in state["not_started"]]
+        return a, plan, state["left"]
     if a.only:
         wanted = [s.strip() for s in a.only.split(",") if s.strip()]
         bad = [s for s in wanted if s not in STAGES]
         if bad:
             ap.error(f"unknown stage(s) {bad}: choose from {', '.join(STAGES)}")
         plan = [s for s in STAGES if s == "env" or s in wanted]
-    return a, plan
+    return a, plan, {}
 
 
 def _overrides(items: list[str], table: dict, what: str) -> dict:
@@ -271,14 +287,19 @@ def pick_notebooks(names: str | None) -> list[Path]:
 def main(argv=None) -> int:
     import gpu_validate_stages as stages  # beside this file
 
-    a, plan = _parse_args(argv)
+    a, plan, resume = _parse_args(argv)
+    total = next((float(b.split("=", 1)[1]) for b in a.budget if b.startswith("total=")), None)
+    a.budget = [b for b in a.budget if not b.startswith("total=")]
+    if a.resume and total is None:
+        total = RESUME_SECONDS
     out = fresh_out(Path(a.out).resolve())
     work = Path(tempfile.mkdtemp(prefix="gpu-validate-"))
     path = [str(ROOT), str(ROOT / ".ci")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONPATH": os.pathsep.join(path)}
     ctx = Ctx(out=out, work=work, dry=a.dry_run, budgets=BUDGETS, caps=CAPS, env=env,
-              cores=os.cpu_count() or 1, notebooks=pick_notebooks(a.notebooks))
+              cores=os.cpu_count() or 1, notebooks=pick_notebooks(resume.get("notebooks") or a.notebooks),
+              resume=resume)
     if ctx.dry:
         import gpu_validate_dry
 
@@ -290,11 +311,14 @@ def main(argv=None) -> int:
             f"budgets in seconds: planned; given = planned, less what earlier stages overran, plus (where the "
             f"stage takes them) the seconds they left unused")
     t0, rows = time.monotonic(), []
-    for stage in STAGES:
+    for i, stage in enumerate(STAGES):
         if stage not in plan:
-            rows.append((stage, 0, 0, 0, Outcome("skipped", notes=["not in --only"])))
+            rows.append((stage, 0, 0, 0, Outcome("skipped", notes=["not left by the last run" if a.resume
+                                                                   else "not in --only"])))
             continue
         given = given_budget(stage, plan, ctx.budgets, time.monotonic() - t0)
+        if total is not None:  # --resume or --budget total=S: the whole run ends by then
+            given = max(1.0, min(given, total - (time.monotonic() - t0)))
         write_summary(ctx, head, rows, current=stage)
         start = time.monotonic()
         print(f"[gpu-validate] {stage}: {given:.0f} s", flush=True)
@@ -307,6 +331,8 @@ def main(argv=None) -> int:
         if outcome.result == "stopped" and stage in ("claims", "probes", "unit"):  # record, notebooks: their own
             ctx.reruns.append(f"bash .ci/gpu-validate --only {stage} --budget {stage}={2 * ctx.budgets[stage][0]:.0f}"
                               + (" --dry-run" if ctx.dry else ""))
+        if not ctx.dry or os.environ.get("GPU_VALIDATE_STATE"):  # what is left for --resume, kept up to date
+            STATE.write_text(json.dumps({"left": ctx.left, "not_started": [s for s in plan if s in STAGES[i + 1:]]}))
         print(f"[gpu-validate] {stage}: {outcome.result} after {used:.0f} s "
               f"{'; '.join(outcome.failures + outcome.notes)[:300]}", flush=True)
     removed = tidy_out(out)

@@ -115,5 +115,6 @@ def prepare(ctx) -> None:
         "notebooks_root": root,
         "unit": [str(root / "unit")],
         "unit_workers": 2,
+        "notebook_jobs": 2,  # as on a GPU machine: two notebooks at once
     }
 

@@ -128,8 +128,9 @@ def claims(ctx: Ctx, deadline: float) -> Outcome:
     cmd = [PY, *PYTEST, *target, "-v", "--durations=15", *_timeout(ctx, "claims")]
     env = {**ctx.env, "GPU_VALIDATE_EVENTS": str(events)}
     done, crashed, rc, stopped, running = {}, [], None, False, []
+    ran_before = [f"--deselect={n}" for n in ctx.resume.get("claims", [])]  # --resume: a first call ran these
     for attempt in range(6):
-        skip = [f"--deselect={n}" for n in [*done, *crashed]]
+        skip = ran_before + [f"--deselect={n}" for n in [*done, *crashed]]
         rc, stopped = run(cmd + skip, log, deadline, ctx, env,
                           header=f"\n=== pytest again, past {crashed[-1]} ===" if attempt else "")
         done, running = _events(events)
@@ -137,6 +138,8 @@ def claims(ctx: Ctx, deadline: float) -> Outcome:
         if stopped or not running or rc in (0, 1, 5):
             break
         crashed.append(running[0])  # the process died inside this test
+    if stopped:
+        ctx.left["claims"] = [*ctx.resume.get("claims", []), *done, *crashed]
     return _pytest_outcome(done, crashed, running, stopped, rc)
 
 
@@ -155,6 +158,8 @@ def record(ctx: Ctx, deadline: float) -> Outcome:
     each capped (--lesson-timeout) so that one slow lesson leaves time for the others."""
     log = ctx.out / "record.log"
     args = ctx.standins.get("record", ["--device", "cuda", "--quick"])
+    if ctx.resume.get("record"):  # --resume: the lessons a first call did not reach
+        args = [*args, "--lessons", ",".join(ctx.resume["record"])]
     cap = max(1.0, min(ctx.caps["record"], deadline - time.monotonic()))
     rc, stopped = run([PY, "-m", "lessons_lib.record", *args, "--out", str(ctx.out), "--lesson-timeout", f"{cap:.0f}"],
                       log, deadline, ctx)
@@ -171,6 +176,7 @@ def record(ctx: Ctx, deadline: float) -> Outcome:
     if stopped:
         notes.append(f"not reached: {', '.join(left)}")
         if left:
+            ctx.left["record"] = left
             ctx.reruns.append(f"python -m lessons_lib.record {' '.join(args)} --out $OUT --lessons {','.join(left)}")
         return Outcome("stopped", failures, notes)
     if rc != 0 and not failures:
@@ -184,7 +190,8 @@ def record(ctx: Ctx, deadline: float) -> Outcome:
 def probes(ctx: Ctx, deadline: float) -> Outcome:
     """Every .ci/gpu-probes/*.py, one after another, each capped; their output in one log."""
     log = ctx.out / "probes.log"
-    found = ctx.standins.get("probes") or sorted((ROOT / ".ci" / "gpu-probes").glob("*.py"))
+    found = ctx.standins.get("probes") or [ROOT / p for p in ctx.resume.get("probes", [])] \
+        or sorted((ROOT / ".ci" / "gpu-probes").glob("*.py"))
     if not found:
         log.write_text("no probes in .ci/gpu-probes/\n")
         return Outcome("passed", notes=["no probes"])
@@ -207,6 +214,7 @@ def probes(ctx: Ctx, deadline: float) -> Outcome:
         elif rc != 0:
             failures.append(f"{_rel(probe)} exit {rc}")
     if budget_out:
+        ctx.left["probes"] = [_rel(p) for p in found[ran:]]
         return Outcome("stopped", failures, [f"not run: {', '.join(_rel(p) for p in found[ran:]) or 'none'}"])
     return Outcome("failed" if failures else "passed", failures, [f"{ran} probe(s)"])
 
@@ -224,43 +232,76 @@ def _pack(ctx: Ctx, nbdir: Path) -> None:
     tmp.replace(ctx.out / "notebooks.tar.gz")
 
 
+def _notebook_jobs(ctx: Ctx) -> int:
+    """Notebooks at a time: two on a GPU machine's 16 cores, each kernel with half of them (OMP_NUM_THREADS),
+    so no core is oversubscribed (on the H200 four ran at once beside the unit suite, 16 threads each, and
+    CPU-only cells ran 5-25x slower); one on a small machine. One at a time would take 200-350 s alone: more
+    than an 8-minute run has. Their GPU timings share the GPU with one neighbour (the claim tests ran alone)."""
+    return ctx.standins.get("notebook_jobs") or (2 if ctx.cores >= 12 else 1)
+
+
+def _verdict(one_log: Path, nb, rc, killed: bool, cap: float) -> tuple[str, list[str]]:
+    lines = [ln for ln in one_log.read_text(errors="replace").splitlines()
+             if ln.strip() and "Kernel is running over TCP" not in ln]
+    verdict = next((ln for ln in lines if re.match(r"(ok|FAILED|STOPPED) ", ln)),
+                   f"STOPPED {nb} (killed after {cap + 15:.0f} s: its kernel did not stop in time)" if killed
+                   else f"FAILED {nb} (exit {rc}, no result line)")
+    return verdict, [ln for ln in lines if ln != verdict]
+
+
 def notebooks(ctx: Ctx, deadline: float) -> Outcome:
-    """Every notebook and solution, one at a time with nbclient (.ci/execute_notebooks.py), every cell
-    run even after an error (--allow-errors), each capped; the executed copies packed as they finish."""
+    """Every notebook and solution with nbclient (.ci/execute_notebooks.py), `_notebook_jobs` at a time,
+    every cell run even after an error (--allow-errors), each capped; the executed copies packed as they end."""
+    import subprocess
+
+    from gpu_validate import stop
+
     base = ctx.standins.get("notebooks_root", ROOT)
     nbdir = ctx.work / "nb"
     nbdir.mkdir(parents=True, exist_ok=True)
-    nb_log, one_log = nbdir / "notebooks.log", ctx.work / "one-notebook.log"
-    failures, left = [], []
-    for i, nb in enumerate(ctx.notebooks):
-        room = deadline - time.monotonic()
-        if room < 5:  # not even a kernel's start
-            left = ctx.notebooks[i:]
+    nb_log = nbdir / "notebooks.log"
+    jobs = _notebook_jobs(ctx)
+    env = {k: v for k, v in ctx.env.items() if k != "MPLBACKEND"}  # the inline backend: figures in the outputs
+    env["OMP_NUM_THREADS"] = str(max(1, ctx.cores // jobs))
+    failures, queue, running = [], list(ctx.notebooks), {}  # running: Popen -> (nb, log, file, hard end, cap)
+    while queue or running:
+        while queue and len(running) < jobs and deadline - time.monotonic() >= 5:  # 5 s: not even a kernel's start
+            nb = queue.pop(0)
+            cap = min(ctx.caps["notebooks"], deadline - time.monotonic())
+            one_log = ctx.work / f"notebook-{len(queue)}-{Path(nb).stem}.log"
+            f = open(one_log, "wb")
+            proc = subprocess.Popen([PY, str(ROOT / ".ci" / "execute_notebooks.py"), str(nb), "--out", str(nbdir),
+                                     "--allow-errors", "--timeout", f"{cap:.0f}", "--notebook-timeout", f"{cap:.0f}"],
+                                    stdout=f, stderr=subprocess.STDOUT, cwd=base, env=env, start_new_session=True)
+            running[proc] = (nb, one_log, f, time.monotonic() + cap + 15, cap)
+        if not running:
             break
-        cap = min(ctx.caps["notebooks"], room)
-        one_log.write_text("")
-        env = {k: v for k, v in ctx.env.items() if k != "MPLBACKEND"}  # the inline backend: figures in the outputs
-        rc, killed = run([PY, str(ROOT / ".ci" / "execute_notebooks.py"), str(nb), "--out", str(nbdir),
-                          "--allow-errors", "--timeout", f"{cap:.0f}", "--notebook-timeout", f"{cap:.0f}"],
-                         one_log, time.monotonic() + cap + 15, ctx, env, cwd=base)
-        lines = [ln for ln in one_log.read_text(errors="replace").splitlines()
-                 if ln.strip() and "Kernel is running over TCP" not in ln]
-        verdict = next((ln for ln in lines if re.match(r"(ok|FAILED|STOPPED) ", ln)),
-                       f"STOPPED {nb} (killed after {cap + 15:.0f} s: its kernel did not stop in time)" if killed
-                       else f"FAILED {nb} (exit {rc}, no result line)")
+        time.sleep(0.5)
+        for proc, (nb, one_log, f, hard_end, cap) in list(running.items()):
+            killed = False
+            if proc.poll() is None:
+                if time.monotonic() < hard_end:
+                    continue
+                stop(proc)
+                killed = True
+            f.close()
+            del running[proc]
+            verdict, rest = _verdict(one_log, nb, proc.returncode, killed, cap)
+            with open(nb_log, "a") as log:
+                log.write(verdict + "\n" + "".join(f"    {ln}\n" for ln in rest))
+            if not verdict.startswith("ok "):
+                failures.append(" ".join(verdict.split()[:2]))
+            _pack(ctx, nbdir)
+    if queue:
         with open(nb_log, "a") as f:
-            f.write(verdict + "\n" + "".join(f"    {ln}\n" for ln in lines if ln != verdict))
-        if not verdict.startswith("ok "):
-            failures.append(" ".join(verdict.split()[:2]))
+            f.writelines(f"NOT RUN {nb} (the stage's budget was spent)\n" for nb in queue)
         _pack(ctx, nbdir)
-    if left:
-        with open(nb_log, "a") as f:
-            f.writelines(f"NOT RUN {nb} (the stage's budget was spent)\n" for nb in left)
-        _pack(ctx, nbdir)
-        names = ",".join(str(Path(nb).relative_to("notebooks").with_suffix("")) for nb in left)
+        names = ",".join(str(Path(nb).relative_to("notebooks").with_suffix("")) for nb in queue)
+        ctx.left["notebooks"] = names
         ctx.reruns.append(f"bash .ci/gpu-validate --only notebooks --notebooks {names}")
-        return Outcome("stopped", failures, [f"not run: {len(left)} notebook(s)"])
-    return Outcome("failed" if failures else "passed", failures, [f"{len(ctx.notebooks)} notebook(s)"])
+        return Outcome("stopped", failures, [f"not run: {len(queue)} notebook(s)"])
+    return Outcome("failed" if failures else "passed", failures,
+                   [f"{len(ctx.notebooks)} notebook(s), {jobs} at a time"])
 
 
 # --- 5. unit ----------------------------------------------------------------------------------------
@@ -274,9 +315,12 @@ def unit(ctx: Ctx, deadline: float) -> Outcome:
     workers = ctx.standins.get("unit_workers") or max(1, min(12, ctx.cores - 2))
     xdist = ["-n", str(workers)] if ctx.has_xdist and workers > 1 else []
     env = {**ctx.env, "GPU_VALIDATE_EVENTS": str(events), "OMP_NUM_THREADS": "2"}
-    rc, stopped = run([PY, *PYTEST, *target, "-v", "--tb=short", "--durations=20", *xdist, *_timeout(ctx, "unit")],
-                      log, deadline, ctx, env)
+    ran_before = [f"--deselect={n}" for n in ctx.resume.get("unit", [])]  # --resume: a first call ran these
+    rc, stopped = run([PY, *PYTEST, *target, "-v", "--tb=short", "--durations=20", *xdist, *_timeout(ctx, "unit"),
+                       *ran_before], log, deadline, ctx, env)
     done, running = _events(events)
+    if stopped:
+        ctx.left["unit"] = [*ctx.resume.get("unit", []), *done]
     # Under xdist a worker that dies is replaced, and its test reported failed; where the run ended by
     # itself, a test started and never ended is one such.
     return _pytest_outcome(done, [] if stopped else running, running, stopped, rc)
