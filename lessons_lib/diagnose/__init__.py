@@ -130,13 +130,16 @@ def _findings(ev, gpu, notes: list[str]) -> Report:
     saved = max((s.ledger.total_bytes for s in ev.ledgers), default=0)
     n_syncs = sum(1 for e in ev.sync_at if type(e[1]).__name__ == "HostSync")
     eager = gpu.eager(ks, after) / ev.steps if ks else 0.0
-    step = {"steps": ev.steps, "launches": len(ks) / ev.steps, "flops": work.flops / ev.steps,
+    step = {"steps": ev.steps, "ops": len(ev.trace.compute_ops) / ev.steps, "launches": len(ks) / ev.steps,
+            "cats": len(ev.trace.named("cat")) / ev.steps, "flops": work.flops / ev.steps,
             "bytes": work.bytes / ev.steps, "gemms": len(ev.trace.gemms) / ev.steps, "saved_bytes": saved,
-            "syncs": n_syncs / ev.steps, "copied": ev.trace.copied_bytes / ev.steps,
+            "syncs": n_syncs / ev.steps, "transferred": ev.syncs.transfer_bytes / ev.steps,
+            "copied": (ev.trace.copied_bytes - ev.syncs.transfer_bytes) / ev.steps,
             "regime": gpu.peaks.regime_words(work) if ks else "no GPU work", "eager_s": eager,
             "summary": (f"{per_step(len(ks), ev.steps)} kernel launches, {len(ev.trace.gemms) // ev.steps} GEMMs, "
                         f"{work.flops / ev.steps / 1e9:.3g} GFLOP, {b(work.bytes / ev.steps)} read and written, "
-                        f"{b(ev.trace.copied_bytes / ev.steps)} copied, {b(saved)} saved for backward, "
+                        f"{b(ev.trace.copied_bytes / ev.steps - ev.syncs.transfer_bytes / ev.steps)} copied, "
+                        f"{b(ev.syncs.transfer_bytes / ev.steps)} between host and device, {b(saved)} saved for backward, "
                         f"{per_step(n_syncs, ev.steps)} host syncs a step ({ev.steps} step(s) seen: backward calls); "
                         f"on a {gpu.name}: {step_regime(gpu, work, ks)}, ≈ {t(eager)} a step eager (model)")}
     blind = list(BLIND_SPOTS) + [f"the sync detector: {s}" for s in SYNC_BLIND_SPOTS]

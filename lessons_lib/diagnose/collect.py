@@ -7,15 +7,17 @@ each backward starts; the sync detector (syncs.watch: CUDA's view on meta and CU
 run), each event placed among the ops; hooks on optimizer steps. Then what stays alive: tensors with a graph,
 made during the call and still reachable after it (lesson 07's `losses.append(loss)`).
 
-For lesson 03's loop, each storage carries, per (line, GEMM shape), the last GEMM of that kind among its
-ancestors (`anc`): a GEMM whose inputs descend from none of the GEMMs at its line since its group began is
-independent of them (experts side by side), one that does descends from them (layers one after another).
+For lesson 03's loop, each storage carries, per (line, GEMM shape), the deepest GEMM of that kind among its
+ancestors in the current step (`anc`: its step and level). A GEMM's level is one more than its inputs' deepest
+(0 for none): GEMMs of one level at one line descend from none of each other (experts side by side: all level
+0; an MLP per expert: its first layers level 0, its second level 1), layers one after another rise a level each.
 """
 from __future__ import annotations
 
 import contextlib
 import gc
 import io
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -28,9 +30,11 @@ from ..trace import OpTrace, _Recorder, _storage_key, meta_reads, sdpa_as_on_cud
 from .inputs import Step
 from .saved import SavedWatch, StepLedger
 
-FACTORY_OPS = {"empty", "zeros", "ones", "full", "arange", "rand", "randn", "randint", "randperm", "scalar_tensor",
-               "eye", "linspace", "logspace", "zeros_like", "ones_like", "full_like", "empty_like", "rand_like",
-               "randn_like", "empty_strided", "new_zeros", "new_ones", "new_full", "new_empty", "tensor"}
+# Factories that fill what they make (a mask, a buffer of zeros, positions): made again on every pass of a loop,
+# they are churn. `empty` and its kin are left out: ops allocate their outputs with them inside the dispatcher.
+FACTORY_OPS = {"zeros", "ones", "full", "arange", "rand", "randn", "randint", "randperm", "scalar_tensor", "eye",
+               "linspace", "logspace", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "new_zeros",
+               "new_ones", "new_full"}
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,8 @@ class OpInfo:
     reduction: bool
     ins: tuple  # storage keys it reads
     outs: tuple  # storage keys it makes
-    after: int = -1  # a forward GEMM: the last GEMM of its (line, shape) among its inputs' ancestors (-1: none)
+    level: int = -1  # a forward GEMM: how many GEMMs of its (line, shape) it descends from in its step (else -1)
+    weight: tuple = ()  # a GEMM: its second matrix's memory (storage, offset, strides): which weight it used
 
 
 @dataclass
@@ -93,7 +98,7 @@ class Collector(_Recorder):
         super().__init__(OpTrace(), lines=True)
         self.info: list[OpInfo] = []
         self.made: dict = {}  # storage key -> index of the op that made it
-        self.anc: dict = {}  # storage key -> {(file, line, gemm dims): last such forward GEMM among its ancestors}
+        self.anc: dict = {}  # storage key -> {(file, line, gemm dims): (step, level) of its deepest such GEMM}
         self.refs: list = []  # (weakref to an output, op index): what may outlive the call
         self.sync_at: list = []
         self.phase, self.step, self.paused = "forward", 0, False
@@ -102,7 +107,7 @@ class Collector(_Recorder):
         self.sync_at.append((len(self.trace.ops), event, user_frame(2), self.step, self.phase))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self.paused:
+        if self.paused or func is torch.ops.aten.is_pinned.default:  # the sync detector asking, not the step
             return func(*args, **(kwargs or {}))
         out = super().__torch_dispatch__(func, types, args, kwargs)
         idx = len(self.trace.ops) - 1
@@ -114,32 +119,38 @@ class Collector(_Recorder):
         new = () if op.is_view else tuple(k for k in out_keys if k not in in_keys)
         for k in new:
             self.made[k] = idx
-        after = self._ancestry(op, idx, in_keys, out_keys, new)
+        level = self._ancestry(op, in_keys, out_keys, new)
         if self.phase == "forward":
             self.refs += [(_weak(t), idx) for t in outs]
         tags = set(func.tags)
+        weight = ()
+        if op.gemm:
+            m2 = args[2] if op.name in ("addmm", "baddbmm", "addbmm") else args[1]
+            weight = (_storage_key(m2), m2.storage_offset(), tuple(m2.stride()))
         self.info.append(OpInfo(self.phase, self.step, torch.Tag.pointwise in tags, torch.Tag.reduction in tags,
-                                in_keys, new, after))
+                                in_keys, new, level, weight))
         return out
 
-    def _ancestry(self, op, idx, in_keys, out_keys, new) -> int:
+    def _ancestry(self, op, in_keys, out_keys, new) -> int:
         merged: dict = {}
         for k in in_keys:
-            for g, i in self.anc.get(k, {}).items():
-                if merged.get(g, -1) < i:
-                    merged[g] = i
-        after = -1
+            for g, sl in self.anc.get(k, {}).items():
+                if merged.get(g, (-1, -1)) < sl:
+                    merged[g] = sl
+        level = -1
         if op.gemm and self.phase == "forward" and op.where is not None:
             key = (op.where.file, op.where.line, op.gemm)
-            after = merged.get(key, -1)
-            merged[key] = idx
+            step, deepest = merged.get(key, (-1, -1))
+            level = deepest + 1 if step == self.step else 0
+            merged[key] = (self.step, level)
         if merged and not op.is_view:
             for k in new:
                 self.anc[k] = merged
             for k in out_keys:
                 if k not in new:  # written in place (copy_, add_): it now descends from these inputs too
-                    self.anc[k] = {**self.anc.get(k, {}), **merged}
-        return after
+                    self.anc[k] = {g: max(self.anc.get(k, {}).get(g, sl), sl) for g, sl in merged.items()} | \
+                        {g: sl for g, sl in self.anc.get(k, {}).items() if g not in merged}
+        return level
 
 
 def _weak(t):
@@ -216,9 +227,11 @@ def collect(step: Step, cuda_view: bool) -> Evidence:
 
     report = syncs.SyncReport(view="cuda" if cuda_view else "here")
     try:
-        with contextlib.redirect_stdout(io.StringIO()), watch.hooks(), _hooks(col, watch, ledgers, roots, optimizers), \
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), watch.hooks(), _hooks(col, watch, ledgers, roots, optimizers), \
                 (sdpa_as_on_cuda() if on_meta else contextlib.nullcontext()), \
                 (meta_reads() if on_meta else contextlib.nullcontext()), col:
+            if on_meta:  # warnings about stand-in values (a one_hot of zeros) say nothing about the step
+                warnings.simplefilter("ignore")
             report = syncs.watch(call, cuda_view=cuda_view, on_event=col.on_sync)
     except Exception as err:  # keep what was seen up to here; the caller decides (meta: try the device given)
         error = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"

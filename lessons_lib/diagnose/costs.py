@@ -36,26 +36,38 @@ class Kernel:
 def kernels(ev) -> list[Kernel]:
     """The kernels one call launches on a CUDA GPU, in order (see the module's docstring)."""
     ops = ev.trace.ops
-    default_foreach = set()
+    launches = [i for i, op in enumerate(ops) if not (op.is_view or op.name in NO_KERNEL
+                or (ev.device != "cpu" and op.device not in ("cuda", "meta")))]
+    merged: dict[int, int] = {}  # op index -> the op whose foreach kernel does its work
     for o in ev.optimizers:
-        if o.foreach is None and not o.fused and not any(op.name.startswith(("_foreach", "_fused"))
-                                                        for op in ops[o.first:o.last]):
-            default_foreach.update(range(o.first, o.last))
+        if o.foreach is None and not o.fused and o.params:
+            mine = [i for i in launches if o.first <= i < o.last]
+            if mine and not any(ops[i].name.startswith(("_foreach", "_fused")) for i in mine):
+                merged.update(_foreach_positions(ops, mine, o.params))
     out: list[Kernel] = []
-    merged: dict[tuple, int] = {}  # (optimizer step, op name) -> position in out
-    for i, op in enumerate(ops):
-        if op.is_view or op.name in NO_KERNEL or (ev.device != "cpu" and op.device not in ("cuda", "meta")):
-            continue
+    at: dict[int, int] = {}
+    for i in launches:
+        op = ops[i]
         nbytes = op.accessed_bytes - op.lt_saved_bytes
-        if i in default_foreach:
-            key = (ev.info[i].step, op.name)
-            if key in merged:
-                k = out[merged[key]]
-                out[merged[key]] = Kernel(k.index, k.flops + op.flops, k.bytes + nbytes)
-                continue
-            merged[key] = len(out)
+        home = merged.get(i, i)
+        if home != i:  # this parameter's update is part of the foreach kernel at `home`
+            k = out[at[home]]
+            out[at[home]] = Kernel(k.index, k.flops + op.flops, k.bytes + nbytes)
+            continue
+        at[i] = len(out)
         out.append(Kernel(i, op.flops, nbytes))
     return out
+
+
+def _foreach_positions(ops, idx: list[int], params: int) -> dict[int, int]:
+    """A for loop's ops, a fixed run of k per parameter, as foreach runs them: one kernel per position of the run
+    (SGD with momentum: mul_, add_, add_ per parameter -> three foreach ops). Without a fixed run: one per name."""
+    k, rest = divmod(len(idx), params)
+    runs = [idx[p * k:(p + 1) * k] for p in range(params)] if k and not rest else []
+    if runs and all([ops[i].name for i in r] == [ops[i].name for i in runs[0]] for r in runs):
+        return {i: runs[0][pos] for r in runs for pos, i in enumerate(r)}
+    first: dict[str, int] = {}
+    return {i: first.setdefault(ops[i].name, i) for i in idx}
 
 
 @dataclass

@@ -2,20 +2,25 @@
 batch gathered one row at a time.
 
 Evidence, from the op trace with its tags (torch.Tag.pointwise, torch.Tag.reduction):
-- a chain: a run of consecutive pointwise or reduction ops in one forward (views between them do not break it,
-  anything else does), at least MIN_CHAIN long. torch.compile fuses such a run into one kernel (lesson 04 §3a);
+- a chain: a run of consecutive pointwise or reduction ops in one forward and one function of the reader's (views
+  between them do not break it, anything else does), with at least MIN_CHAIN of them writing a tensor the size of
+  the run's largest (a loss's few scalars do not count). torch.compile fuses such a run into one kernel (04 §3a);
 - a launch-bound step: on the named GPU the roofline's floor is its launches (roofline.Peaks.regime), with at
   least MIN_LAUNCHES of them a step; the model then says what fusing the chains (torch.compile) and replaying
   the step as one CUDA graph (launch_queue.graph_ops) would leave;
 - a for-loop optimizer: its step dispatched no foreach or fused op, and at least one op per parameter;
-- rows gathered one at a time: at one line, in one step, at least MIN_ROWS single-row selects and a stack/cat.
+- rows gathered one at a time: a stack or cat right after at least MIN_ROWS single-row selects (nothing but views
+  and host reads between them: x[j] with j a 0-dim index reads j, then selects), wherever the selects are written
+  (inline, or in a Dataset's __getitem__).
 """
 from __future__ import annotations
 
-from .costs import HOST_PER_OP, Kernel, b, kernels, per_step, t
+import math
+
+from .costs import DISPATCH, HOST_PER_OP, Kernel, b, kernels, per_step, t
 from .report import Finding
 
-MIN_CHAIN = 6
+MIN_CHAIN = 5  # elementwise ops in a row that write the run's largest tensor
 MIN_LAUNCHES = 100  # launches a step, below which an overhead-bound step is just small
 MIN_ROWS = 8
 _NOT_FUSED = ("clone", "contiguous", "_to_copy", "copy_", "cat", "stack")
@@ -57,6 +62,9 @@ def _hottest(ev, idx: list[int]):
 def elementwise_chains(ev, gpu) -> list[Finding]:
     groups: dict = {}
     for run in chains(ev, min_len=MIN_CHAIN):
+        sizes = [math.prod(ev.trace.ops[i].out_shapes[0]) if ev.trace.ops[i].out_shapes else 0 for i in run]
+        if sum(n == max(sizes) for n in sizes) < MIN_CHAIN:
+            continue
         w = _hottest(ev, run)
         groups.setdefault((w.file, w.line, len(run)), []).append(run)
     saved_by = {}
@@ -151,30 +159,30 @@ def optimizer_loops(ev, gpu) -> list[Finding]:
 
 
 def row_gathers(ev, gpu) -> list[Finding]:
-    by: dict = {}
-    for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
-        if op.where is None or info.phase != "forward":
-            continue
-        slot = by.setdefault((op.where.file, op.where.line, info.step), {"rows": 0, "stack": None})
-        if op.name == "select" and op.in_shapes and op.out_shapes and len(op.out_shapes[0]) == len(op.in_shapes[0]) - 1:
-            slot["rows"] += 1
-        elif op.name in ("stack", "cat") and slot["stack"] is None:
-            slot["stack"] = i
     lines: dict = {}
-    for (f, line, _s), slot in by.items():
-        if slot["rows"] >= MIN_ROWS and slot["stack"] is not None:
-            lines.setdefault((f, line), []).append(slot)
+    for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
+        if op.name not in ("stack", "cat") or info.phase != "forward" or op.where is None:
+            continue
+        rows = 0
+        for j in range(i - 1, -1, -1):
+            o = ev.trace.ops[j]
+            if o.name == "select" and len(o.out_shapes[0]) == len(o.in_shapes[0]) - 1:
+                rows += 1
+            elif not (o.is_view or o.name == "_local_scalar_dense"):
+                break
+        if rows >= MIN_ROWS:
+            lines.setdefault((op.where.file, op.where.line), []).append((op, rows))
     out = []
-    for slots in lines.values():
-        rows = sum(s["rows"] for s in slots)
-        stack = ev.trace.ops[slots[0]["stack"]]
-        seconds = rows * (HOST_PER_OP - 4e-6) / ev.steps
+    for found in lines.values():
+        rows = sum(r for _op, r in found)
+        stack = found[0][0]
+        seconds = rows * DISPATCH / ev.steps
         out.append(Finding(
             "row-by-row gather", stack.where,
-            f"{per_step(rows, ev.steps)} single-row indexing calls and {per_step(len(slots), ev.steps)} "
+            f"{per_step(rows, ev.steps)} single-row indexing calls and {per_step(len(found), ev.steps)} "
             f"{stack.name} a step to build a batch of {stack.out_shapes[0][0]} rows, all host work",
-            f"≥ {t(seconds)} a step of host dispatch (1 µs a call assumed; the Python around each call costs "
-            "more), where one gather is one op",
+            f"≥ {t(seconds)} a step of host dispatch, where one gather is one op — model: {DISPATCH * 1e6:g} µs a "
+            "call assumed (the Python around each call costs more)",
             "x[idx] with idx a tensor of row numbers, on the device (torch.randperm(n, device=...) sliced per step): "
             "one gather for the whole batch",
             {"rows": rows / ev.steps}, seconds))
