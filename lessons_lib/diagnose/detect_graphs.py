@@ -20,8 +20,9 @@ from .costs import b, per_step
 from .report import Finding
 
 
-def capture_hazards(step, ev) -> tuple[list[Finding], object]:
-    """graph_check on `step` (a fresh Step): its hazards as findings, and its GraphReport."""
+def capture_hazards(step, ev, skip_optimizer: bool = False) -> tuple[list[Finding], object]:
+    """graph_check on `step` (a fresh Step): its hazards as findings, and its GraphReport. skip_optimizer: leave
+    out what it saw at the optimizer's step (a fused optimizer that meta ran as foreach: not the reader's)."""
     from ..graph_hazards import graph_check
 
     if step.module:
@@ -44,8 +45,11 @@ def capture_hazards(step, ev) -> tuple[list[Finding], object]:
             lines.setdefault(op.where.text, op.where)
     for _at, _e, w, _s, _p in ev.sync_at:
         lines.setdefault(w.text, w)
+    steps = {o.where.text for o in ev.optimizers} if skip_optimizer else set()
     out = []
     for h in report.hazards:
+        if h.where in steps:
+            continue
         where = lines.get(h.where, Where("?", 0, h.where))
         effect = "capture fails (or a replay cannot run)" if h.effect == FAILS else \
             "captures, but every replay keeps what capture saw"

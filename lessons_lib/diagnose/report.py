@@ -47,6 +47,11 @@ KINDS = {
 }
 
 
+def a_gpu(name: str) -> str:
+    """"a T4", "an A100", "an H100": the article as the name is spoken."""
+    return ("an " if name[:1].upper() in "AEFHILMNORSX" else "a ") + name
+
+
 @dataclass(frozen=True)
 class Finding:
     kind: str  # a key of KINDS
@@ -116,7 +121,7 @@ class Report:
     def head(self) -> str:
         n = len(self.findings)
         verdict = (f"✗ {n} pitfall{'s' * (n != 1)} found" if n else "✓ no pitfall found") + \
-            f" (ran once on {self.ran_on}; costs on a {self.gpu}: roofline model, datasheet peaks)"
+            f" (ran once on {self.ran_on}; costs on {a_gpu(self.gpu)}: roofline model, datasheet peaks)"
         lines = [verdict]
         if self.error:
             lines.append(f"  the step stopped early: {self.error}; pitfalls after that line are not seen")
@@ -143,7 +148,7 @@ class Report:
     __repr__ = __str__
 
     def rows(self) -> list[tuple[str, ...]]:
-        out = [("#", "pitfall", "lesson", "your line", "evidence", f"cost on a {self.gpu} (model)", "fix")]
+        out = [("#", "pitfall", "lesson", "your line", "evidence", f"cost on {a_gpu(self.gpu)} (model)", "fix")]
         for i, f in enumerate(self.findings, 1):
             out.append((str(i), f.kind, f"{f.lesson} {f.section}", f"{f.where.place}: {f.where.text}",
                         f.evidence, f.cost, f.fix))
