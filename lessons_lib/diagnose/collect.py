@@ -15,6 +15,7 @@ ancestors in the current step (`anc`: its step and level). A GEMM's level is one
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import io
 import warnings
@@ -24,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .. import syncs
-from ..code_lines import Where, user_frame
+from ..code_lines import NOWHERE, Where, user_frame
 from ..memory_timeline import _graph_nodes
 from ..trace import OpTrace, _Recorder, _storage_key, meta_reads, sdpa_as_on_cuda
 from .inputs import Step
@@ -102,9 +103,14 @@ class Collector(_Recorder):
         self.refs: list = []  # (weakref to an output, op index): what may outlive the call
         self.sync_at: list = []
         self.phase, self.step, self.paused = "forward", 0, False
+        self.backward_where = NOWHERE  # the line that called backward: CUDA's backward runs in another thread
+
+    def where(self, depth: int = 2) -> Where:
+        w = user_frame(depth + 1)
+        return self.backward_where if w is NOWHERE and self.phase == "backward" else w
 
     def on_sync(self, event) -> None:
-        self.sync_at.append((len(self.trace.ops), event, user_frame(2), self.step, self.phase))
+        self.sync_at.append((len(self.trace.ops), event, self.where(), self.step, self.phase))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.paused or func is torch.ops.aten.is_pinned.default:  # the sync detector asking, not the step
@@ -112,6 +118,8 @@ class Collector(_Recorder):
         out = super().__torch_dispatch__(func, types, args, kwargs)
         idx = len(self.trace.ops) - 1
         op = self.trace.ops[idx]
+        if op.where is NOWHERE and self.phase == "backward":  # autograd's device thread: no frame of the reader's
+            op = self.trace.ops[idx] = dataclasses.replace(op, where=self.backward_where)
         ins = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         in_keys = tuple(dict.fromkeys(_storage_key(t) for t in ins))
@@ -174,6 +182,7 @@ def _hooks(col: Collector, watch: SavedWatch, ledgers: list, roots: list, optimi
         finally:
             col.paused = False
         roots.extend(t.grad_fn for t in ts if t.grad_fn is not None)
+        col.backward_where = user_frame(3)
         col.phase = "backward"
 
     def after():
