@@ -305,29 +305,56 @@ def meta_reads():
             _READS_ON_META[0] = before
 
 
+_SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+
+
+def _efficient_attention(args, kwargs):
+    """CUDA's memory-efficient attention for an SDPA call on meta tensors; None when it does not apply."""
+    if len(args) > len(_SDPA_ARGS) or not set(kwargs) <= set(_SDPA_ARGS):
+        return None
+    a = {**dict(zip(_SDPA_ARGS, args)), **kwargs}
+    q, k, v, mask = a.get("query"), a.get("key"), a.get("value"), a.get("attn_mask")
+    if q is None or q.device.type != "meta" or a.get("enable_gqa") or (mask is not None and mask.dtype == torch.bool):
+        return None
+    lse = any(t.requires_grad for t in (q, k, v))
+    return torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, mask, lse, a.get("dropout_p", 0.0), a.get("is_causal", False), scale=a.get("scale"))[0]
+
+
 class _SdpaAsOnCuda(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch._C._nn.scaled_dot_product_attention and args and args[0].device.type == "meta":
-            q, k, v = (list(args) + [kwargs.get(n) for n in ("query", "key", "value")])[:3]
-            mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
-            rest = {n: kwargs[n] for n in kwargs if n not in ("query", "key", "value", "attn_mask")}
-            if len(args) <= 4 and set(rest) <= {"is_causal", "scale", "dropout_p"} and not rest.get("dropout_p") \
-                    and (mask is None or mask.dtype != torch.bool):
-                lse = any(t.requires_grad for t in (q, k, v))
-                return torch.ops.aten._scaled_dot_product_efficient_attention(
-                    q, k, v, mask, lse, is_causal=rest.get("is_causal", False), scale=rest.get("scale"))[0]
+        if func is torch._C._nn.scaled_dot_product_attention:
+            out = _efficient_attention(args, kwargs)
+            if out is not None:
+                return out
         return func(*args, **kwargs)
 
 
+@contextlib.contextmanager
 def sdpa_as_on_cuda():
-    """Inside `with sdpa_as_on_cuda():`, scaled_dot_product_attention on `meta` tensors (however imported: a
-    torch-function mode sees the call) dispatches the kernel CUDA picks for it: the memory-efficient one, one
-    op forward and one backward, keeping the output and a logsumexp per row. Meta alone would trace the math
-    path, a (B, H, T, T) softmax kept for backward. CUDA's choice (sdp_utils.cpp): flash needs fp16 or bf16 on
-    sm80+, the memory-efficient kernel takes float32 too; both keep O(B·H·T) for backward. Off meta, with
-    dropout or a boolean mask, the call is unchanged."""
-    return _SdpaAsOnCuda()
+    """Inside `with sdpa_as_on_cuda():`, scaled_dot_product_attention on `meta` tensors dispatches the kernel CUDA
+    picks for it: the memory-efficient one, one op forward and one backward, keeping the output and a logsumexp
+    per row (with dropout, its random seed, not a mask). Meta alone would trace the math path, a (B, H, T, T)
+    softmax kept for backward. CUDA's choice (sdp_utils.cpp): flash needs fp16 or bf16 on sm80+, the
+    memory-efficient kernel takes float32 too; both keep O(B·H·T) for backward. Two doors: a torch-function mode
+    sees the call however the reader imported it, and F.scaled_dot_product_attention is swapped for the duration
+    for torch's own callers (F.multi_head_attention_forward: a torch function's internals are hidden from
+    torch-function modes). Off meta, or with a boolean mask, the call is unchanged."""
+    import torch.nn.functional as F
+
+    sdpa = F.scaled_dot_product_attention
+
+    def as_on_cuda(*args, **kwargs):
+        out = _efficient_attention(args, kwargs)
+        return sdpa(*args, **kwargs) if out is None else out
+
+    F.scaled_dot_product_attention = as_on_cuda
+    try:
+        with _SdpaAsOnCuda():
+            yield
+    finally:
+        F.scaled_dot_product_attention = sdpa
 
 
 def trace_ops(fn, *args, **kwargs) -> OpTrace:

@@ -28,6 +28,7 @@ from .. import syncs
 from ..code_lines import NOWHERE, Where, user_frame
 from ..memory_timeline import _graph_nodes
 from ..trace import OpTrace, _Recorder, _storage_key, meta_reads, sdpa_as_on_cuda
+from .fused import FusedOnCuda
 from .inputs import Step
 from .saved import SavedWatch, StepLedger
 
@@ -48,6 +49,7 @@ class OpInfo:
     outs: tuple  # storage keys it makes
     level: int = -1  # a forward GEMM: how many GEMMs of its (line, shape) it descends from in its step (else -1)
     weight: tuple = ()  # a GEMM: its second matrix's memory (storage, offset, strides): which weight it used
+    region: tuple | None = None  # (region, "forward" or "backward") of a call CUDA fuses (fused.py); phase "fused"
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Evidence:
     error: str = ""
     packed: tuple = (0, 0, -1)  # (tensors saved for backward during the call, their bytes, the first saver)
     returns_graph: bool = False  # the step's return value holds a tensor with a graph
+    fused: dict = field(default_factory=dict)  # region -> the library kernel CUDA runs for it (fused.py)
 
     @property
     def steps(self) -> int:
@@ -104,6 +107,16 @@ class Collector(_Recorder):
         self.sync_at: list = []
         self.phase, self.step, self.paused = "forward", 0, False
         self.backward_where = NOWHERE  # the line that called backward: CUDA's backward runs in another thread
+        self.region, self.fused = None, None  # inside a call CUDA fuses (fused.FusedOnCuda), and that mode
+
+    @contextlib.contextmanager
+    def quiet(self):
+        """Ops in this block are diagnose's own: not recorded."""
+        before, self.paused = self.paused, True
+        try:
+            yield
+        finally:
+            self.paused = before
 
     def where(self, depth: int = 2) -> Where:
         w = user_frame(depth + 1)
@@ -127,7 +140,8 @@ class Collector(_Recorder):
         new = () if op.is_view else tuple(k for k in out_keys if k not in in_keys)
         for k in new:
             self.made[k] = idx
-        level = self._ancestry(op, in_keys, out_keys, new)
+        region = self._region()
+        level = self._ancestry(op, in_keys, out_keys, new, region is None)
         if self.phase == "forward":
             self.refs += [(_weak(t), idx) for t in outs]
         tags = set(func.tags)
@@ -135,18 +149,26 @@ class Collector(_Recorder):
         if op.gemm:
             m2 = args[2] if op.name in ("addmm", "baddbmm", "addbmm") else args[1]
             weight = (_storage_key(m2), m2.storage_offset(), tuple(m2.stride()))
-        self.info.append(OpInfo(self.phase, self.step, torch.Tag.pointwise in tags, torch.Tag.reduction in tags,
-                                in_keys, new, level, weight))
+        self.info.append(OpInfo("fused" if region else self.phase, self.step, torch.Tag.pointwise in tags,
+                                torch.Tag.reduction in tags, in_keys, new, level, weight, region))
         return out
 
-    def _ancestry(self, op, in_keys, out_keys, new) -> int:
+    def _region(self) -> tuple | None:
+        if self.region is not None:
+            return (self.region, "forward")
+        if self.phase == "backward" and self.fused is not None:
+            r = self.fused.backward_region()
+            return None if r is None else (r, "backward")
+        return None
+
+    def _ancestry(self, op, in_keys, out_keys, new, own: bool = True) -> int:
         merged: dict = {}
         for k in in_keys:
             for g, sl in self.anc.get(k, {}).items():
                 if merged.get(g, (-1, -1)) < sl:
                     merged[g] = sl
         level = -1
-        if op.gemm and self.phase == "forward" and op.where is not None:
+        if op.gemm and own and self.phase == "forward" and op.where is not None:
             key = (op.where.file, op.where.line, op.gemm)
             step, deepest = merged.get(key, (-1, -1))
             level = deepest + 1 if step == self.step else 0
@@ -189,19 +211,22 @@ def _hooks(col: Collector, watch: SavedWatch, ledgers: list, roots: list, optimi
         col.phase = "forward"
         col.step += 1
 
-    def watched_backward(tensors, *a, **k):
-        before(tensors)
-        try:
-            return backward(tensors, *a, **k)
-        finally:
-            after()
+    inside = [False]  # torch.autograd.backward hands itself to each torch-function mode, which calls it again
 
-    def watched_grad(outputs, *a, **k):
-        before(outputs)
-        try:
-            return grad(outputs, *a, **k)
-        finally:
-            after()
+    def watched(original):
+        def call(tensors, *a, **k):
+            if inside[0]:
+                return original(tensors, *a, **k)
+            inside[0] = True
+            before(tensors)
+            try:
+                return original(tensors, *a, **k)
+            finally:
+                after()
+                inside[0] = False
+        return call
+
+    watched_backward, watched_grad = watched(backward), watched(grad)
 
     def pre(opt, _a, _k):
         params = sum(p.grad is not None for g in opt.param_groups for p in g["params"])
@@ -227,6 +252,8 @@ def _hooks(col: Collector, watch: SavedWatch, ledgers: list, roots: list, optimi
 def collect(step: Step, cuda_view: bool) -> Evidence:
     """Run `step` once, watched (see the module's docstring). Keeps what was seen if the step raises."""
     col, ledgers, roots, optimizers, result = Collector(), [], [], [], []
+    col.fused = FusedOnCuda(col)
+    step.quiet = col.quiet
     watch = SavedWatch(col.made, at=lambda: len(col.trace.ops) - 1)
     on_meta = step.device == "meta"
     error = ""
@@ -238,7 +265,7 @@ def collect(step: Step, cuda_view: bool) -> Evidence:
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), watch.hooks(), _hooks(col, watch, ledgers, roots, optimizers), \
                 (sdpa_as_on_cuda() if on_meta else contextlib.nullcontext()), \
-                (meta_reads() if on_meta else contextlib.nullcontext()), col:
+                (meta_reads() if on_meta else contextlib.nullcontext()), col.fused, col:
             if on_meta:  # warnings about stand-in values (a one_hot of zeros) say nothing about the step
                 warnings.simplefilter("ignore")
             report = syncs.watch(call, cuda_view=cuda_view, on_event=col.on_sync)
@@ -253,6 +280,8 @@ def collect(step: Step, cuda_view: bool) -> Evidence:
     ev.kept = kept_alive(col, watch, out, roots)
     ev.packed = watch.packed()
     ev.returns_graph = any(t.grad_fn is not None for t in _tensors(out))
+    ev.fused = dict(col.fused.names)
+    col.fused.nodes.clear()  # it held the fused calls' graph nodes: let them go
     return ev
 
 

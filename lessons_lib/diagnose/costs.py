@@ -7,7 +7,8 @@ kernels are issued one by one into one stream (launch_queue.schedule), with the 
 detector saw it wait; a CUDA graph replays them with one launch (launch_queue.graph_ops).
 
 The kernels are the ops that launch work on a GPU (trace.OpTrace.gpu_ops: on meta as CUDA runs it; on a CPU run
-every compute op but allocations). An optimizer whose foreach setting is torch's default runs as foreach on CUDA
+every compute op but allocations); a call that CUDA runs as one library kernel (fused.py: cuDNN's RNNs) counts
+as one kernel forward and one backward, its work summed. An optimizer whose foreach setting is torch's default runs as foreach on CUDA
 (torch/optim/optimizer.py, _default_to_fused_or_foreach), where meta and the CPU run its for loop: its ops of one
 name count as one kernel here, as CUDA would launch them.
 """
@@ -44,6 +45,11 @@ def kernels(ev) -> list[Kernel]:
             mine = [i for i in launches if o.first <= i < o.last]
             if mine and not any(ops[i].name.startswith(("_foreach", "_fused")) for i in mine):
                 merged.update(_foreach_positions(ops, mine, o.params))
+    regions: dict[tuple, int] = {}  # a call CUDA fuses (fused.py): one kernel forward, one backward
+    for i in launches:
+        r = ev.info[i].region
+        if r is not None:
+            merged[i] = regions.setdefault((ev.info[i].step, *r), i)
     out: list[Kernel] = []
     at: dict[int, int] = {}
     for i in launches:

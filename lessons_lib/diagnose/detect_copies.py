@@ -128,7 +128,8 @@ def saved_copies_and_attention(ev, gpu) -> list[Finding]:
         else:
             evidence = f"the probabilities ({shapes}) kept for backward by {nodes}: {b(nbytes)}, {part}"
             fix = ("F.scaled_dot_product_attention(q, k, v) (is_causal=True for a causal mask): its flash and "
-                   "memory-efficient kernels keep the output and one logsumexp per row, not (…, T, T)")
+                   "memory-efficient kernels keep the output and one logsumexp per row, not (…, T, T); "
+                   "nn.MultiheadAttention takes that path with need_weights=False")
         cost = (f"memory: {b(nbytes)} held from the forward to the backward of every step; writing and reading "
                 f"it back ≥ {t(gpu.bytes_time(2 * nbytes))} a step — {gpu.label}")
         out.append(Finding(kind, rows[0][1].where, evidence, cost, fix,

@@ -27,11 +27,9 @@ def capture_hazards(step, ev, skip_optimizer: bool = False) -> tuple[list[Findin
 
     if step.module:
         def call(*args, **kwargs):
-            from .inputs import scalar_of
+            from .inputs import backward_of_sum
 
-            loss = scalar_of(step.fn(*args, **kwargs))
-            if loss is not None:
-                loss.backward()
+            backward_of_sum(step.fn(*args, **kwargs))
         fn = call
     else:
         fn = step.fn

@@ -8,8 +8,9 @@ Evidence: the sync detector's events, each placed among the ops (collect.py), an
 - a pageable transfer: a host-to-device copy from memory that is not pinned, at least once a step and at least
   MIN_PAGEABLE bytes a step (smaller copies cost their latency, pinned or not);
 - cat in a loop: a cat that reads the previous cat's output at the same line (the tensor grows);
-- allocation churn: a factory op at one line making the same shape two or more times in one step, or (on
-  meta or CUDA) making it in host memory each step and copying it to the device.
+- allocation churn: a factory op at one line making the same shape two or more times in one step, with other
+  work between (a loop's passes, not nn.LSTM's h0 and c0), or (on meta or CUDA) making it in host memory each
+  step and copying it to the device.
 """
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def cat_loops(ev, gpu) -> list[Finding]:
     made_by_cat: dict = {}  # storage key -> index of the cat that made it
     chains: dict = {}  # (file, line) -> [cat indices that grew the previous one]
     for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
-        if op.name != "cat" or info.phase == "backward" or op.where is None:
+        if op.name != "cat" or info.phase not in ("forward", "optimizer") or op.where is None:
             continue
         for k in info.ins:
             j = made_by_cat.get(k)
@@ -143,15 +144,18 @@ def allocation_churn(ev, gpu) -> list[Finding]:
     on_device = ev.device in ("meta", "cuda")
     moved = {k for _at, e, w, _s, _p in ev.sync_at if isinstance(e, Transfer) for k in [(w.file, w.line)]}
     by: dict = {}
-    for op, info in zip(ev.trace.ops, ev.info):
+    for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
         if op.name in FACTORY_OPS and info.phase == "forward" and op.where is not None and op.out_shapes:
-            key = (op.where.file, op.where.line, op.out_shapes[0])
-            by.setdefault(key, []).append((op, info.step))
+            key = (op.where.file, op.where.line, op.name, op.out_shapes[0])
+            by.setdefault(key, []).append((op, info.step, i))
     out = []
-    for (f, line, shape), rows in by.items():
+    for (f, line, _name, shape), rows in by.items():
         per: dict = {}
-        for _op, s in rows:
-            per[s] = per.get(s, 0) + 1
+        for (_op, s, i), (_o2, s2, j) in zip(rows, rows[1:]):  # again after other work: a loop, not h0 and c0
+            if s == s2 and any(not ev.trace.ops[k].is_view and ev.trace.ops[k].name not in FACTORY_OPS
+                               for k in range(i + 1, j)):
+                per[s] = per.get(s, 1) + 1
+        per = per or {0: 1}
         host_moved = on_device and rows[0][0].device == "cpu" and (f, line) in moved and len(rows) >= ev.steps
         if max(per.values()) < 2 and not (host_moved and len(rows) >= 2):
             continue

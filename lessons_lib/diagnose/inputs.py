@@ -1,7 +1,7 @@
 """What diagnose runs, and on what: the step's call, its arguments moved to `meta` where it allows, the device.
 
 A step is a callable and its arguments, or an nn.Module and an example batch (then the call is the forward and a
-backward of one scalar: the sum of the outputs). The device is passed, never guessed from a closure:
+backward of the sum of its outputs). The device is passed, never guessed from a closure:
 
 - device="meta": the arguments become shape-only copies on meta, the GPU's stand-in (modules, optimizers and
   the tensors in lists, tuples and dicts; a device argument "cuda" becomes meta). Nothing of the caller's is
@@ -37,24 +37,26 @@ class Step:
     device: str  # where it runs: "meta", "cpu" or "cuda"
     module: bool = False
     notes: list[str] = field(default_factory=list)
+    quiet: object = contextlib.nullcontext  # () -> a context in which diagnose's own ops go unwatched
 
     def __call__(self):
         if not self.module:
             return self.fn(*self.args, **self.kwargs)
-        out = self.fn(*self.args, **self.kwargs)
-        loss = scalar_of(out)
-        if loss is not None:
-            loss.backward()
+        backward_of_sum(self.fn(*self.args, **self.kwargs), self.quiet)
         return None  # the graph was the forward's; nothing is handed back
 
     def tensors(self) -> list[torch.Tensor]:
         return leaves((self.fn if self.module else None, self.args, self.kwargs))
 
 
-def scalar_of(out) -> torch.Tensor | None:
-    """One scalar to backward from a forward's outputs: the sum of each floating output that requires grad."""
-    parts = [t.sum() for t in leaves(out) if t.requires_grad and t.is_floating_point()]
-    return sum(parts[1:], parts[0]) if parts else None
+def backward_of_sum(out, quiet=contextlib.nullcontext) -> None:
+    """Backward of the sum of a forward's floating outputs that require grad: ones as their gradients (made
+    unwatched, in `quiet()`), so that no op of diagnose's own (a sum, an add, the ones) joins the step's ops."""
+    outs = [t for t in leaves(out) if t.requires_grad and t.is_floating_point()]
+    if outs:
+        with quiet():
+            grads = [torch.ones_like(t) for t in outs]
+        torch.autograd.backward(outs, grads)
 
 
 def leaves(obj) -> list[torch.Tensor]:

@@ -150,3 +150,14 @@ def case_losses_appended_detached():
     model = nn.Linear(512, 10)
     return train, (model, torch.optim.SGD(model.parameters(), lr=0.1, foreach=True), torch.randn(256, 512),
                    torch.randint(0, 10, (256,))), {}
+
+
+def case_torch_transformer_encoder():
+    """torch.nn's own encoder (dropout on): its attention takes scaled_dot_product_attention's fused kernels."""
+    layer = nn.TransformerEncoderLayer(256, 8, dim_feedforward=1024, batch_first=True)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False), (torch.randn(16, 128, 256),), {}
+
+
+def case_torch_lstm():
+    """nn.LSTM: cuDNN's fused kernels on CUDA, though meta and the CPU run it step by step."""
+    return nn.LSTM(128, 256, num_layers=2, batch_first=True), (torch.randn(8, 50, 128),), {}

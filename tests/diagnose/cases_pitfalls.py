@@ -151,3 +151,11 @@ def case_capture_hazards():
     model = _mlp(512, 2)
     return step, (model, torch.optim.SGD(model.parameters(), lr=0.1, foreach=True), torch.randn(128, 512)), {}, \
         {"graphs": True}
+
+
+def case_multihead_attention_weights():
+    """nn.MultiheadAttention asked for its weights (the default): the math path, probabilities kept."""
+    def step(mha, x):
+        out, _weights = mha(x, x, x)  # expect: 02 attention matrix kept for backward
+        out.sum().backward()
+    return step, (nn.MultiheadAttention(256, 8, batch_first=True), torch.randn(16, 128, 256)), {}
