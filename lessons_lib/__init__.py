@@ -29,10 +29,12 @@ import graph has no cycle (tests/test_imports.py). By role:
                        only), compiling (torch.compile in one place)
     measuring          timing (the harness), noise (the noise rule), roofline (FLOPs, bytes,
                        launches, the floor), launch_queue (the host feeding a GPU stream), transfers
-    looking inside     trace (ops) and kernels (GPU kernels); memory (the saved-tensor ledger, the
-                       autograd graph) and memory_timeline (memory op by op, peaks); syncs and
-                       sync_table (host syncs, copies); graphs (capture, replay) and graph_hazards
-                       (graph_check)
+    looking inside     trace (ops), op_costs (what one op asks of memory and compute) and kernels
+                       (GPU kernels); code_lines (the reader's line behind an op); memory (the
+                       saved-tensor ledger, the autograd graph) and memory_timeline (memory op by op,
+                       peaks); syncs and sync_table (host syncs, copies); graphs (capture, replay)
+                       and graph_hazards (graph_check)
+    joined             diagnose/ (every pitfall of the course in one run of the reader's step)
     a lesson's frame   lesson (the Lesson), lesson_parts (Param, Variant, input checks), runs (Run,
                        Sweep, the harness's time model), calibration (the explorer's run-time estimate),
                        grading (exercise verdicts), results (recorded JSON)
