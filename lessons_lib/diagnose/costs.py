@@ -163,6 +163,11 @@ def b(nbytes: float) -> str:
     return fmt_bytes(nbytes)
 
 
+def many(n, one: str, more: str) -> str:
+    """'1 host sync', '2 host syncs', '0.5 host syncs': a count (a number or per_step's text) and its noun."""
+    return f"{n} {one if str(n) == '1' else more}"
+
+
 def per_step(n: float, steps: int) -> str:
     """A count per step, without a trailing .0 when whole."""
     v = n / steps

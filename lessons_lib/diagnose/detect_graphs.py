@@ -16,7 +16,7 @@ import contextlib
 from ..code_lines import Where
 from ..graph_report import FAILS
 from ..trace import OpTrace, _Recorder, meta_reads
-from .costs import b, per_step
+from .costs import b, many, per_step
 from .report import Finding
 
 
@@ -77,7 +77,7 @@ def kept_graphs(ev, gpu) -> list[Finding]:
                if k.returned else "held outside the return value (a list, an attribute, a global)")
         out.append(Finding(
             "graph kept alive", k.where,
-            f"{k.tensors} tensor(s) made here are alive after the call with their graphs: {how}; "
+            f"{many(k.tensors, 'tensor', 'tensors')} made here {'is' if k.tensors == 1 else 'are'} alive after the call with their graphs: {how}; "
             f"{k.nodes} graph nodes, {b(k.saved_bytes)} still saved for backward"
             + (f", from {per_step(k.steps, 1)} steps" if k.steps > 1 and not k.returned else ""),
             f"memory that grows with every step: the nodes, and everything they saved until their backward ran "

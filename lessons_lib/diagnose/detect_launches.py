@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from .costs import DISPATCH, HOST_PER_OP, Kernel, b, kernels, per_step, t
-from .report import Finding
+from .costs import DISPATCH, HOST_PER_OP, Kernel, b, kernels, many, per_step, t
+from .report import Finding, a_gpu
 
 MIN_CHAIN = 5  # elementwise ops in a row that write the run's largest tensor
 MIN_LAUNCHES = 100  # launches a step, below which an overhead-bound step is just small
@@ -46,6 +46,10 @@ def chains(ev, phase: str = "forward", min_len: int = 2) -> list[list[int]]:
     if len(run) >= min_len:
         out.append(run)
     return out
+
+
+def _times(n: str) -> str:
+    return {"1": "once", "2": "twice"}.get(n, f"{n} times")
 
 
 def _hottest(ev, idx: list[int]):
@@ -87,7 +91,7 @@ def elementwise_chains(ev, gpu) -> list[Finding]:
         span = f"lines {lines[0]}–{lines[-1]}" if len(lines) > 1 else f"line {lines[0]}"
         out.append(Finding(
             "elementwise chain", w,
-            f"{n} elementwise ops in a row ({span}, in {w.function}), {per_step(len(runs), ev.steps)} time(s) a step: "
+            f"{n} elementwise ops in a row ({span}, in {w.function}), {_times(per_step(len(runs), ev.steps))} a step: "
             f"{b(sum(op.accessed_bytes for op in ops))} read and written where one fused kernel would move about "
             f"{b(fused_bytes)}; {len(kept)} of their outputs kept for backward ({b(sum(saved_by[i] for i in kept))})",
             f"{t(eager_s)} a step as {n} kernels, against {t(fused_s)} fused (forward only) — {gpu.label}",
@@ -111,8 +115,8 @@ def launch_bound(ev, gpu, syncs_after: set) -> list[Finding]:
     graph_s = gpu.graph(ks) / ev.steps
     forward = [k.index for k in ks if ev.info[k.index].phase == "forward"]
     where = _hottest(ev, forward or [k.index for k in ks])
-    blocked = f" (first remove the {per_step(len(syncs_after), ev.steps)} host sync(s) a step: capture refuses " \
-              "them)" if syncs_after else ""
+    blocked = f" (first remove the {many(per_step(len(syncs_after), ev.steps), 'host sync', 'host syncs')} a step: " \
+              "capture refuses them)" if syncs_after else ""
     return [Finding(
         "launch-bound step", where,
         f"{per_step(len(ks), ev.steps)} kernel launches a step against {work.flops / ev.steps / 1e9:.3g} GFLOP and "
@@ -133,7 +137,8 @@ def optimizer_loops(ev, gpu) -> list[Finding]:
         ops = [op for op in ev.trace.ops[o.first:o.last] if not op.is_view]
         if o.params < 2 or len(ops) < o.params or any(op.name.startswith(("_foreach", "_fused")) for op in ops):
             continue
-        kinds = len({op.name for op in ops})
+        per, rest = divmod(len(ops), o.params)
+        kinds = per if per and not rest else len({op.name for op in ops})  # ops a foreach step would run
         where_cost = ("a CPU-only cost: on CUDA, torch already defaults to foreach for it "
                       "(torch/optim/optimizer.py, _default_to_fused_or_foreach)" if o.foreach is None else
                       "on every device (foreach=False was asked for)")
@@ -147,12 +152,13 @@ def optimizer_loops(ev, gpu) -> list[Finding]:
         calls = sum(1 for p in out if (p[0].where.file, p[0].where.line) == key)
         seconds = (n - kinds) * HOST_PER_OP * calls / ev.steps
         fused = " or fused=True" if o.name in ("SGD", "Adam", "AdamW", "Adagrad") else ""
+        on_gpu = f"none on {a_gpu(gpu.name)}, where it runs as foreach already; on a CPU: " if o.foreach is None else ""
         findings.append(Finding(
             "for-loop optimizer", o.where,
             f"{o.name}.step(): {n} ops for {o.params} parameters ({n / o.params:.1f} each), no foreach or fused op; "
             f"{where_cost}",
-            f"{t(seconds)} a step of host time on the for loop's extra launches ({n} against about {kinds} foreach "
-            f"ops) — model: {HOST_PER_OP * 1e6:g} µs per launch, assumed",
+            f"{on_gpu}{t(seconds)} a step of host time on the for loop's extra launches ({n} against about {kinds} "
+            f"foreach ops) — model: {HOST_PER_OP * 1e6:g} µs per launch, assumed",
             f"torch.optim.{o.name}(params, ..., foreach=True{fused}): one op per update for all parameters",
             {"ops": n, "params": o.params, "cpu_only": o.foreach is None}, seconds))
     return findings

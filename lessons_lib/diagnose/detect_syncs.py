@@ -18,7 +18,7 @@ from ..sync_table import CUDA_KERNEL_SYNCS
 from ..syncs import HostSync, Transfer
 from ..transfers import MODEL_NOTE, model as link_model
 from .collect import FACTORY_OPS
-from .costs import b, per_step, t
+from .costs import b, many, per_step, t
 from .report import Finding
 
 MIN_PAGEABLE = 64 * 2**10
@@ -76,7 +76,7 @@ def host_syncs(ev, gpu, ks, sync_after: set) -> list[Finding]:
         share = extra * len(rows) / total
         out.append(Finding(
             "host sync", rows[0][1],
-            f"{per_step(len(rows), ev.steps)} host sync(s) a step{in_backward}: {', '.join(whats)} — {why}{view}",
+            f"{many(per_step(len(rows), ev.steps), 'host sync', 'host syncs')} a step{in_backward}: {', '.join(whats)} — {why}{view}",
             f"≈ {t(share)} a step of the host waiting and the GPU idling after (its share of {t(extra)} for all "
             f"{per_step(total, ev.steps)} syncs a step) — {gpu.label}",
             _fix(next(iter(whats))) if "bool mask" not in in_backward else _FIXES[1][1] + " (in the forward)",
@@ -101,7 +101,7 @@ def pageable_transfers(ev, gpu) -> list[Finding]:
         blocking = sum(e.blocking for e, _w in rows)
         out.append(Finding(
             "pageable transfer", rows[0][1],
-            f"{per_step(len(rows), ev.steps)} copy(ies) host → device a step, {b(per)} a step, from pageable memory"
+            f"{many(per_step(len(rows), ev.steps), 'copy', 'copies')} host → device a step, {b(per)} a step, from pageable memory"
             + (f"; {per_step(blocking, ev.steps)} blocking (also a host sync)" if blocking else ", non_blocking"),
             cost,
             "keep the data on the device; else pin the host buffer once (DataLoader(pin_memory=True), or a pinned "
@@ -134,7 +134,8 @@ def cat_loops(ev, gpu) -> list[Finding]:
             "cat in a loop", ops[0].where,
             f"{len(ops)} cats in one call, each reading the last one's output: {b(copied)} copied to build "
             f"{b(final)} ({copied / max(final, 1):.1f}×), growing as n²",
-            f"≥ {t(seconds)} a step on the extra bytes — {gpu.label}",
+            (f"≥ {t(seconds)} a step on the extra bytes" if seconds >= 1e-7 else
+             "negligible at this size: the extra bytes grow as n² with the passes") + f" — {gpu.label}",
             "collect the pieces in a list and torch.cat once at the end (lesson 06 §3: cat once)",
             {"cats": len(ops), "copied": copied, "final": final}, seconds))
     return out
@@ -165,7 +166,7 @@ def allocation_churn(ev, gpu) -> list[Finding]:
             "allocation churn", op.where,
             f"torch.{op.name}(...) of {'x'.join(map(str, shape)) or 'a scalar'} made {len(rows)} times in one call "
             f"({how}{per_step(len(rows), ev.steps)} a step), the same shape each time",
-            f"{per_step(len(rows), ev.steps)} extra launch(es) a step"
+            f"{many(per_step(len(rows), ev.steps), 'extra launch', 'extra launches')} a step"
             + (" and a copy from the host each (see the transfer and sync findings)" if host_moved else "")
             + f" — {gpu.label}",
             "make it once, outside the loop, on the device (device=...), and reuse it (or drop it, if it is a "

@@ -119,7 +119,7 @@ def _findings(ev, gpu, notes: list[str]) -> Report:
 
 def step_numbers(ev, gpu, ks, after) -> dict:
     """The step in numbers, per step: what the report's head line says, and what tests compare."""
-    from .costs import b, per_step, t
+    from .costs import b, many, per_step, t
 
     work = gpu.work(ks)
     saved = max((s.ledger.total_bytes for s in ev.ledgers), default=0)
@@ -137,7 +137,7 @@ def step_numbers(ev, gpu, ks, after) -> dict:
                         f"{work.flops / ev.steps / 1e9:.3g} GFLOP, {b(work.bytes / ev.steps)} read and written, "
                         f"{b(copied)} copied, "
                         f"{b(ev.syncs.transfer_bytes / ev.steps)} between host and device, {b(saved)} saved for backward, "
-                        f"{per_step(n_syncs, ev.steps)} host syncs a step ({ev.steps} step(s) seen: backward calls); "
+                        f"{per_step(n_syncs, ev.steps)} host syncs a step ({many(ev.steps, 'step', 'steps')} seen: backward calls); "
                         f"on {a_gpu(gpu.name)}: {regime}, ≈ {t(eager)} a step eager (model)")}
 
 
