@@ -1,7 +1,7 @@
 """lessons_lib: the code behind the notebooks of *PyTorch GPU performance pitfalls*. A map of the house.
 
 The front door: the tools a reader takes into their own code, importable from here
-(`from lessons_lib import GroupedLinear, graph_check, find_syncs, trace_ops, ledger, measure`).
+(`from lessons_lib import GroupedLinear, graph_check, find_syncs, trace_ops, ledger, measure, diagnose`).
 Each returns a report object whose str/repr is readable; README.md's "Use it in your own code"
 has a five-line example of each, run by tests/test_front_door.py.
     GroupedLinear  grouped_linear  a drop-in grouped linear layer; strategy="auto" times and picks
@@ -12,6 +12,8 @@ has a five-line example of each, run by tests/test_front_door.py.
     ledger         memory          what autograd saves for backward, and whose memory it is
     measure        timing          the one timing harness: warm-up, synchronize, median and IQR
     compare        noise           paired rounds, and "not decided on this run" when the noise wins
+    diagnose       diagnose/       all of the above, joined: every pitfall of the course in your own step,
+                                   each with your line, its evidence, its cost on a named GPU and the fix
 
 One package a lesson, lessonNN_<name>/ (a notebook does `from lessons_lib import lessonNN_<name> as L`):
     variants.py   the forum's code and its fixes (what the notebook renders with show_source)
@@ -27,10 +29,12 @@ import graph has no cycle (tests/test_imports.py). By role:
                        only), compiling (torch.compile in one place)
     measuring          timing (the harness), noise (the noise rule), roofline (FLOPs, bytes,
                        launches, the floor), launch_queue (the host feeding a GPU stream), transfers
-    looking inside     trace (ops) and kernels (GPU kernels); memory (the saved-tensor ledger, the
-                       autograd graph) and memory_timeline (memory op by op, peaks); syncs and
-                       sync_table (host syncs, copies); graphs (capture, replay) and graph_hazards
-                       (graph_check)
+    looking inside     trace (ops), op_costs (what one op asks of memory and compute) and kernels
+                       (GPU kernels); code_lines (the reader's line behind an op); memory (the
+                       saved-tensor ledger, the autograd graph) and memory_timeline (memory op by op,
+                       peaks); syncs and sync_table (host syncs, copies); graphs (capture, replay)
+                       and graph_hazards (graph_check)
+    joined             diagnose/ (every pitfall of the course in one run of the reader's step)
     a lesson's frame   lesson (the Lesson), lesson_parts (Param, Variant, input checks), runs (Run,
                        Sweep, the harness's time model), calibration (the explorer's run-time estimate),
                        grading (exercise verdicts), results (recorded JSON)
@@ -137,7 +141,9 @@ _setup = globals().pop("setup")
 
 # The front door: public name -> (module, attribute), imported on first use (module __getattr__), so
 # `import lessons_lib` stays cheap. No name here is a submodule's name: `from lessons_lib import syncs`
-# is still the module, and the sync detector's front-door name is `find_syncs`.
+# is still the module, and the sync detector's front-door name is `find_syncs`. The one exception is
+# `diagnose`, a package that is callable (an empty attribute: the module itself), so that
+# `lessons_lib.diagnose(step, x)` and `python -m lessons_lib.diagnose` name the same thing.
 _FRONT_DOOR = {
     "GroupedLinear": ("grouped_linear", "GroupedLinear"),
     "graph_check": ("graphs", "graph_check"),
@@ -146,6 +152,7 @@ _FRONT_DOOR = {
     "ledger": ("memory", "ledger"),
     "measure": ("timing", "measure"),
     "compare": ("noise", "compare"),
+    "diagnose": ("diagnose", ""),  # the package itself, which is callable: diagnose(step, *inputs)
 }
 
 __all__ = ["setup", *_FRONT_DOOR]
@@ -173,7 +180,8 @@ def __getattr__(name: str):
 
     _check_torch()
     module, attr = _FRONT_DOOR[name]
-    value = getattr(importlib.import_module(f".{module}", __name__), attr)
+    imported = importlib.import_module(f".{module}", __name__)
+    value = getattr(imported, attr) if attr else imported
     globals()[name] = value
     return value
 

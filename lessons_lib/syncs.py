@@ -214,17 +214,20 @@ def copy_blocks(src: str, dst: str, non_blocking: bool, host_pinned: bool | None
 class _SyncRecorder(TorchDispatchMode):
     _inside_method = False
 
-    def __init__(self, found: list, per_line: bool = True, cuda_view: bool = False):
+    def __init__(self, found: list, per_line: bool = True, cuda_view: bool = False, on_event=None):
         super().__init__()
         self.found = found
         self.per_line = per_line
         self.cuda_view = cuda_view
+        self.on_event = on_event  # called with each event as it happens (diagnose places it among the ops)
 
     def add(self, event) -> None:
         if self.per_line:
             _add(self.found, event)
         else:
             self.found.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -244,6 +247,8 @@ class _SyncRecorder(TorchDispatchMode):
                     self.add(HostSync(f"{t.what} ({t.src} → {t.dst})", "a blocking copy: the host waits", t.where))
                 if not self.per_line:
                     self.found.append(t)
+                    if self.on_event is not None:
+                        self.on_event(t)
         return out
 
 
@@ -253,9 +258,9 @@ def _add(found: list, sync: HostSync) -> None:
         found.append(sync)
 
 
-def _record(fn, args, kwargs, per_line: bool, cuda_view: bool = False) -> list:
+def _record(fn, args, kwargs, per_line: bool, cuda_view: bool = False, on_event=None) -> list:
     found: list = []
-    recorder = _SyncRecorder(found, per_line, cuda_view)
+    recorder = _SyncRecorder(found, per_line, cuda_view, on_event)
     methods = dict(_HOST_METHODS, **({} if per_line else _PRINT_METHODS))
     saved = {m: getattr(torch.Tensor, m) for m in methods}
 
@@ -348,6 +353,15 @@ def cuda_syncs(fn, *args, **kwargs) -> SyncReport:
     return SyncReport(_record(fn, args, kwargs, per_line=False, cuda_view=True), view="cuda")
 
 
+def watch(fn, args=(), kwargs=None, cuda_view: bool = True, on_event=None) -> SyncReport:
+    """`syncs` (cuda_view=False) or `cuda_syncs`' view (cuda_view=True) of `fn(*args, **kwargs)` on the tensors
+    exactly as given (nothing is moved to meta: the caller has done that, closures included), calling
+    `on_event(event)` as each HostSync or Transfer happens, so a caller watching the ops as well can place
+    it among them (lessons_lib.diagnose does)."""
+    found = _record(fn, args, kwargs or {}, per_line=False, cuda_view=cuda_view, on_event=on_event)
+    return SyncReport(found, view="cuda" if cuda_view else "here")
+
+
 def _leaves(obj):
     if isinstance(obj, torch.nn.Module):
         return list(obj.parameters()) + list(obj.buffers())
@@ -371,5 +385,5 @@ def _to_meta(obj):
     return obj
 
 
-__all__ = ["HostSync", "Transfer", "SyncReport", "copy_blocks", "host_syncs", "syncs", "cuda_syncs", "CUDA_KERNEL_SYNCS",
-           "BLIND_SPOTS"]
+__all__ = ["HostSync", "Transfer", "SyncReport", "copy_blocks", "host_syncs", "syncs", "cuda_syncs", "watch",
+           "CUDA_KERNEL_SYNCS", "BLIND_SPOTS"]

@@ -34,74 +34,22 @@ What the figures are, and are not:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from .code_lines import Where, user_frame
 from .display import text_table
 from .kernels import kernels, profiler_sees_cuda  # noqa: F401  (re-exported: trace.kernels is their old home)
-
-# Ops that return a view although their schema does not say so.
-_UNDECLARED_VIEWS = {"_unsafe_view", "_reshape_alias", "alias", "lift_fresh"}
-GEMM_OPS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "_grouped_mm"}
-_BIAS_GEMMS = {"addmm", "baddbmm", "addbmm"}  # (bias, a, b): the bias is copied into the output first
-# Convolutions as they reach the dispatcher: `convolution` from F.conv*d, its backward, and the
-# backend entry points a decomposition or a direct call may show.
-CONV_OPS = {"convolution", "_convolution", "convolution_overrideable", "cudnn_convolution", "mkldnn_convolution",
-            "miopen_convolution", "_slow_conv2d_forward", "slow_conv3d_forward", "thnn_conv2d",
-            "_conv_depthwise2d", "conv_depthwise3d", "slow_conv_dilated2d", "slow_conv_dilated3d",
-            "_nnpack_spatial_convolution", "cudnn_convolution_transpose", "miopen_convolution_transpose",
-            "slow_conv_transpose2d", "slow_conv_transpose3d", "mkldnn_convolution_transpose",
-            "convolution_backward", "convolution_backward_overrideable"}
-_TRANSPOSED_CONVS = {"cudnn_convolution_transpose", "miopen_convolution_transpose", "slow_conv_transpose2d",
-                     "slow_conv_transpose3d", "mkldnn_convolution_transpose"}
-COPY_OPS = {"clone", "copy_", "_to_copy", "contiguous", "_reshape_copy", "cat", "stack", "index_put_"}
-# Ops that launch no kernel on a GPU although they are not views (OpTrace.gpu_ops).
-NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_local_scalar_dense",
-             "resize_", "set_", "record_stream", "_record_function_enter_new", "_record_function_exit"}
-
-
-def footprint_bytes(t: torch.Tensor) -> int:
-    """Bytes of memory a tensor's view spans, first element to last: an expanded (stride-0) view
-    counts once, but a strided slice spans its gaps too (every 32nd row spans the whole tensor).
-    For what an op reads, use `accessed_bytes`."""
-    if t.numel() == 0:
-        return 0
-    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st > 0)
-    return span * t.element_size()
-
-
-def distinct_elements(t: torch.Tensor) -> int:
-    """How many different memory locations a view reads: its element count, with stride-0
-    (broadcast) dimensions counted once; never more than its span (overlapping windows)."""
-    if t.numel() == 0:
-        return 0
-    distinct = math.prod(int(s) for s, st in zip(t.shape, t.stride()) if st != 0)
-    span = 1 + sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
-    return min(distinct, span)
-
-
-def accessed_bytes(t: torch.Tensor) -> int:
-    """Bytes an op reads (or writes) through this operand: distinct elements × element size."""
-    return distinct_elements(t) * t.element_size()
-
-
-def _storage_key(t: torch.Tensor):
-    """Identity of the memory behind `t` (shared by all its views), on every device, meta included."""
-    try:
-        return t.untyped_storage()._cdata
-    except (RuntimeError, NotImplementedError, AttributeError):
-        return id(t)
-
-
-def _storage_bytes(t: torch.Tensor) -> int:
-    try:
-        return t.untyped_storage().nbytes()
-    except (RuntimeError, NotImplementedError, AttributeError):
-        return t.numel() * t.element_size()
+from .op_costs import (_BIAS_GEMMS, _LT_DTYPES, _TRANSPOSED_CONVS, _UNDECLARED_VIEWS, CONV_OPS,  # noqa: F401
+                       COPY_OPS, GEMM_OPS, NO_KERNEL, _bias_copy, _conv_op_flops, _gemm_dims, _is_view_op, _lt_bias,
+                       _shape, _storage_bytes, _storage_key, _tf32, accessed_bytes, conv_flops, distinct_elements,
+                       footprint_bytes, tf32_allowed, tf32_enabled)
 
 
 @dataclass(frozen=True)
@@ -121,6 +69,7 @@ class Op:
     lt_bias: bool = False  # that copy is one cuBLASLt's bias epilogue skips on CUDA (addmm, 1-D bias)
     tf32: bool = False  # a float32 GEMM or convolution that may run in TF32 on a GPU (flags at dispatch)
     device: str = ""  # the device type its tensors live on (its first output's, else its first input's)
+    where: Where | None = None  # the reader's line of code that dispatched it (a trace with lines=True)
 
     @property
     def gemm(self) -> tuple[int, int, int, int] | None:
@@ -143,132 +92,6 @@ class Op:
         """Bytes the bias copy adds (read back, and written) that cuBLASLt's epilogue saves on CUDA."""
         return 2 * self.inner_copy_bytes if self.lt_bias else 0
 
-
-def _gemm_dims(name: str, shapes) -> tuple[int, int, int, int] | None:
-    if name in _BIAS_GEMMS:
-        shapes = shapes[1:]
-    if len(shapes) < 2:
-        return None
-    a, b = shapes[0], shapes[1]
-    if len(a) == 2 and len(b) == 2:
-        return (1, a[0], b[1], a[1])
-    if len(a) == 3 and len(b) == 3:
-        return (a[0], a[1], b[2], a[2])
-    if len(a) == 2 and len(b) == 3:  # _grouped_mm: (total M, K) @ (groups, K, N) with offsets
-        return (1, a[0], b[2], a[1])
-    return None
-
-
-def conv_flops(out_shape, weight_shape, transposed: bool = False, in_shape=None) -> int:
-    """2 · N · C_out · L_out · (C_in / groups) · k for a convolution, any number of spatial dims.
-
-    The weight is (C_out, C_in / groups, *k), so that is 2 · out.numel() · prod(weight.shape[1:]).
-    A transposed convolution's weight is (C_in, C_out / groups, *k): each *input* element meets
-    prod(weight.shape[1:]) weights, so it is 2 · in.numel() · prod(weight.shape[1:])."""
-    per = math.prod(weight_shape[1:])
-    return 2 * math.prod(in_shape if transposed else out_shape) * per
-
-
-def _conv_op_flops(name: str, args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> int:
-    def arg(i, key, default=None):
-        return args[i] if len(args) > i else kwargs.get(key, default)
-
-    if name in ("convolution_backward", "convolution_backward_overrideable"):
-        grad_out, inp, weight = args[0], args[1], args[2]
-        transposed = bool(arg(7, "transposed", False))
-        mask = arg(10, "output_mask", (True, True, True))
-        one = conv_flops(tuple(grad_out.shape), tuple(weight.shape), transposed, tuple(inp.shape))
-        return one * (int(bool(mask[0])) + int(bool(mask[1])))  # grad of input, grad of weight
-    inp, weight = args[0], args[1]
-    if not (isinstance(inp, torch.Tensor) and isinstance(weight, torch.Tensor)) or not outs:
-        return 0
-    if name in ("convolution", "_convolution", "convolution_overrideable"):
-        transposed = bool(arg(6, "transposed", False))
-    else:
-        transposed = name in _TRANSPOSED_CONVS
-    return conv_flops(tuple(outs[0].shape), tuple(weight.shape), transposed, tuple(inp.shape))
-
-
-def _bias_copy(name: str, args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> int:
-    """Bytes addmm / baddbmm / addbmm copy the (expanded) bias into the output before the GEMM."""
-    if name not in _BIAS_GEMMS or not outs or not args or not isinstance(args[0], torch.Tensor):
-        return 0
-    beta = kwargs.get("beta", 1)
-    if isinstance(beta, (int, float)) and beta == 0:
-        return 0
-    if _storage_key(args[0]) == _storage_key(outs[0]):  # in place (addmm_): the bias already is the output
-        return 0
-    return accessed_bytes(outs[0])
-
-
-_LT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-
-
-def _lt_bias(name: str, args: tuple, kwargs: dict) -> bool:
-    """Whether CUDA's addmm would take cuBLASLt's bias epilogue (no copy of the bias): the conditions
-    of Blas.cpp's addmm_out_cuda_impl / isInputCompliesAddmmCudaLt that a dispatch can see (torch 2.9
-    to 2.15; the newest also needs mat1 wider than 1, which is required here for every version)."""
-    if name != "addmm" or len(args) < 3 or not all(isinstance(a, torch.Tensor) for a in args[:3]):
-        return False
-    bias, m1, m2 = args[:3]
-    beta = kwargs.get("beta", args[3] if len(args) > 3 else 1)
-    return (isinstance(beta, (int, float)) and beta == 1 and bias.dim() == 1 and bias.is_contiguous()
-            and bias.shape[0] == m2.shape[1] and m1.dtype in _LT_DTYPES
-            and min(*m1.shape, *m2.shape) > 1)
-
-
-def tf32_enabled(op: str = "matmul") -> bool:
-    """Whether float32 work of `op` may run in TF32 on a CUDA GPU now: "matmul" (cuBLAS GEMMs; PyTorch's
-    default since 1.12: no) or "conv" (cuDNN convolutions; default: yes).
-
-    Since torch 2.9 each backend and op has one setting, `torch.backends.cuda.matmul.fp32_precision` and
-    `torch.backends.cudnn.conv.fp32_precision` ("tf32" or "ieee"; "none" inherits
-    `torch.backends.cudnn.fp32_precision`, then `torch.backends.fp32_precision`), and ATen runs TF32 exactly
-    when the inherited value is "tf32" (`Context::float32Precision` and `Context::allowTF32CuDNN(op)` in
-    aten/src/ATen/Context.cpp; cuBLAS's math mode and compute type in aten/src/ATen/cuda/CUDABlas.cpp). The old flags (`torch.backends.cuda.matmul.allow_tf32`,
-    `torch.set_float32_matmul_precision`, `torch.backends.cudnn.allow_tf32`) write the same settings, but
-    reading them raises a RuntimeError once a program has mixed the two APIs (conv and rnn set apart, say):
-    they are read only on a torch without the new one."""
-    if op not in ("matmul", "conv"):
-        raise ValueError(f"op must be 'matmul' (cuBLAS) or 'conv' (cuDNN), got {op!r}.")
-    owner = torch.backends.cuda.matmul if op == "matmul" else getattr(torch.backends.cudnn, "conv", None)
-    try:
-        value = getattr(owner, "fp32_precision", None)
-    except (AttributeError, RuntimeError):
-        value = None
-    if isinstance(value, str):
-        return value == "tf32"
-    if op == "conv":
-        return bool(getattr(torch.backends.cudnn, "allow_tf32", False))
-    return bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)) or \
-        torch.get_float32_matmul_precision() != "highest"
-
-
-def tf32_allowed() -> bool:
-    """Whether float32 matmuls may run in TF32 now (PyTorch's default since 1.12: no): `tf32_enabled("matmul")`."""
-    return tf32_enabled("matmul")
-
-
-def _tf32(name: str, dtype) -> bool:
-    if dtype != torch.float32:
-        return False
-    if name in GEMM_OPS:
-        return tf32_enabled("matmul")
-    if name in CONV_OPS:  # cuDNN convolutions: TF32 allowed by default
-        return tf32_enabled("conv")
-    return False
-
-
-def _shape(t: torch.Tensor) -> tuple[int, ...]:
-    return tuple(int(s) for s in t.shape)
-
-
-def _is_view_op(func) -> bool:
-    name = func.overloadpacket.__name__
-    if name in _UNDECLARED_VIEWS:
-        return True
-    rets = func._schema.returns
-    return bool(rets) and rets[0].alias_info is not None and not rets[0].alias_info.is_write
 
 
 @dataclass
@@ -435,9 +258,13 @@ def _op_record(func, args: tuple, kwargs: dict, out) -> Op:
 
 
 class _Recorder(TorchDispatchMode):
-    def __init__(self, trace: OpTrace):
+    """Records each op into `trace`; with `lines`, each with the reader's line of code (code_lines.user_frame:
+    the innermost frame outside torch and the toolkit; in backward, the line that called backward)."""
+
+    def __init__(self, trace: OpTrace, lines: bool = False):
         super().__init__()
         self.trace = trace
+        self.lines = lines
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -446,7 +273,10 @@ class _Recorder(TorchDispatchMode):
             out = False if args[0].dtype == torch.bool else 0  # a value read on the host: meta has none
         else:
             out = func(*args, **kwargs)
-        self.trace.ops.append(_op_record(func, args, kwargs, out))
+        op = _op_record(func, args, kwargs, out)
+        if self.lines:
+            op = dataclasses.replace(op, where=user_frame(2))
+        self.trace.ops.append(op)
         return out
 
 
@@ -473,6 +303,58 @@ def meta_reads():
             yield
         finally:
             _READS_ON_META[0] = before
+
+
+_SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+
+
+def _efficient_attention(args, kwargs):
+    """CUDA's memory-efficient attention for an SDPA call on meta tensors; None when it does not apply."""
+    if len(args) > len(_SDPA_ARGS) or not set(kwargs) <= set(_SDPA_ARGS):
+        return None
+    a = {**dict(zip(_SDPA_ARGS, args)), **kwargs}
+    q, k, v, mask = a.get("query"), a.get("key"), a.get("value"), a.get("attn_mask")
+    if q is None or q.device.type != "meta" or a.get("enable_gqa") or (mask is not None and mask.dtype == torch.bool):
+        return None
+    lse = any(t.requires_grad for t in (q, k, v))
+    return torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, mask, lse, a.get("dropout_p", 0.0), a.get("is_causal", False), scale=a.get("scale"))[0]
+
+
+class _SdpaAsOnCuda(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch._C._nn.scaled_dot_product_attention:
+            out = _efficient_attention(args, kwargs)
+            if out is not None:
+                return out
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def sdpa_as_on_cuda():
+    """Inside `with sdpa_as_on_cuda():`, scaled_dot_product_attention on `meta` tensors dispatches the kernel CUDA
+    picks for it: the memory-efficient one, one op forward and one backward, keeping the output and a logsumexp
+    per row (with dropout, its random seed, not a mask). Meta alone would trace the math path, a (B, H, T, T)
+    softmax kept for backward. CUDA's choice (sdp_utils.cpp): flash needs fp16 or bf16 on sm80+, the
+    memory-efficient kernel takes float32 too; both keep O(B·H·T) for backward. Two doors: a torch-function mode
+    sees the call however the reader imported it, and F.scaled_dot_product_attention is swapped for the duration
+    for torch's own callers (F.multi_head_attention_forward: a torch function's internals are hidden from
+    torch-function modes). Off meta, or with a boolean mask, the call is unchanged."""
+    import torch.nn.functional as F
+
+    sdpa = F.scaled_dot_product_attention
+
+    def as_on_cuda(*args, **kwargs):
+        out = _efficient_attention(args, kwargs)
+        return sdpa(*args, **kwargs) if out is None else out
+
+    F.scaled_dot_product_attention = as_on_cuda
+    try:
+        with _SdpaAsOnCuda():
+            yield
+    finally:
+        F.scaled_dot_product_attention = sdpa
 
 
 def trace_ops(fn, *args, **kwargs) -> OpTrace:

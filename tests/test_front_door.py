@@ -12,7 +12,9 @@ import torch
 import lessons_lib
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-FRONT_DOOR = ["GroupedLinear", "graph_check", "find_syncs", "trace_ops", "ledger", "measure", "compare"]
+FRONT_DOOR = ["GroupedLinear", "graph_check", "find_syncs", "trace_ops", "ledger", "measure", "compare", "diagnose"]
+# The examples' order in the README's section: _run(index) runs one.
+DIAGNOSE, GROUPED, GRAPH_CHECK, FIND_SYNCS, TRACE_OPS, LEDGER, MEASURE = range(7)
 
 
 def _examples() -> list[str]:
@@ -32,14 +34,24 @@ def _run(index: int, capsys, tmp_path) -> tuple[dict, str]:
 
 def test_the_readme_section_has_one_example_per_tool():
     examples = _examples()
-    assert len(examples) == 6
+    assert len(examples) == 7
     imported = " ".join(re.findall(r"from lessons_lib import ([\w, ]+)", "\n".join(examples)))
     assert sorted(n.strip() for n in imported.replace(",", " ").split()) == sorted(FRONT_DOOR)
     assert all(len(e.strip().splitlines()) <= 6 for e in examples)
 
 
+def test_diagnose_example(capsys, tmp_path):
+    ns, out = _run(DIAGNOSE, capsys, tmp_path)
+    report = ns["report"]
+    assert report.kinds == ["broadcast matmul", "expanded copy kept for backward"] and report.lessons == ["01", "02"]
+    assert {(f.where.place, f.where.text) for f in report.findings} == {
+        ("readme_example_0.py:4", "(x.unsqueeze(1) @ w).square().mean().backward()")}
+    assert report.ran_on == "meta" and str(report) in out and 'torch.einsum("abmk,bkn->abmn", A, B)' in out
+    assert "lesson 01" in out and "lesson 02" in out and "model: T4 datasheet" in out and "cannot see" in out
+
+
 def test_grouped_linear_example(capsys, tmp_path):
-    ns, out = _run(0, capsys, tmp_path)
+    ns, out = _run(GROUPED, capsys, tmp_path)
     layer, y = ns["layer"], ns["y"]
     assert isinstance(layer, lessons_lib.GroupedLinear) and y.shape == (4, 8 * 32)
     x = torch.randn(3, 8 * 16)  # the layer is G independent Linears: group g of the output from group g of x
@@ -49,7 +61,7 @@ def test_grouped_linear_example(capsys, tmp_path):
 
 
 def test_graph_check_example(capsys, tmp_path):
-    ns, out = _run(1, capsys, tmp_path)
+    ns, out = _run(GRAPH_CHECK, capsys, tmp_path)
     report = ns["report"]
     assert not report.safe and report.kinds == ["host sync"] and report.verdict == "fails"
     assert "x.sum().item()" in out and "fix:" in out and "cannot see" in out  # the user's line, a fix, blind spots
@@ -57,7 +69,7 @@ def test_graph_check_example(capsys, tmp_path):
 
 
 def test_find_syncs_example(capsys, tmp_path):
-    ns, out = _run(2, capsys, tmp_path)
+    ns, out = _run(FIND_SYNCS, capsys, tmp_path)
     report = ns["report"]
     assert [s.what for s in report.syncs] == ["aten.index (bool mask)", "Tensor.item()"]
     assert {s.where for s in report.syncs} == {"return x[x > 0].sum().item()"}
@@ -65,7 +77,7 @@ def test_find_syncs_example(capsys, tmp_path):
 
 
 def test_trace_ops_example(capsys, tmp_path):
-    ns, out = _run(3, capsys, tmp_path)
+    ns, out = _run(TRACE_OPS, capsys, tmp_path)
     trace = ns["trace"]
     assert [op.name for op in trace.gemms] == ["bmm"]  # one GEMM for the whole broadcast batch
     assert [op.name for op in trace.copies] == ["clone", "clone"]  # both operands expanded, then copied
@@ -74,7 +86,7 @@ def test_trace_ops_example(capsys, tmp_path):
 
 
 def test_ledger_example(capsys, tmp_path):
-    ns, out = _run(4, capsys, tmp_path)
+    ns, out = _run(LEDGER, capsys, tmp_path)
     saved = ns["saved"]
     assert saved.total_bytes == 64 * 64 * 4  # only gelu's input is new; mm keeps x (already held), counted once
     assert {e.node for e in saved.entries} == {"MmBackward0", "GeluBackward0"}
@@ -82,7 +94,7 @@ def test_ledger_example(capsys, tmp_path):
 
 
 def test_measure_and_compare_example(capsys, tmp_path):
-    ns, out = _run(5, capsys, tmp_path)
+    ns, out = _run(MEASURE, capsys, tmp_path)
     t, cmp = ns["t"], ns["cmp"]
     assert t.label == "mm 256" and 0 < t.median < 1 and len(t.samples) >= 2
     # No clock in the assertion (a busy machine may take any time): the budget's rule has its own test
@@ -104,6 +116,7 @@ def test_the_front_door_prints_nothing(capsys):
         lessons_lib.ledger(lambda t: (t * t).sum(), x),
         lessons_lib.measure(torch.mm, x, x.T, min_run_time=0.01),
         lessons_lib.compare({"a": lambda: x + 1}, rounds=3, min_run_time=0.005, max_time=1),
+        lessons_lib.diagnose(lambda t: (t * t).sum().backward(), x),
     ]
     assert capsys.readouterr().out == ""
     for report in results[1:]:  # each report reads as text (not the default <object at 0x...>)
@@ -116,6 +129,9 @@ def test_front_door_names_do_not_shadow_modules():
     assert lessons_lib.find_syncs is syncs.syncs and lessons_lib.trace_ops is trace.trace_ops
     assert lessons_lib.ledger is memory.ledger and lessons_lib.measure is timing.measure
     assert lessons_lib.compare is noise.compare
+    import lessons_lib.diagnose as package  # the one front-door name that is a package: callable, and the package
+
+    assert lessons_lib.diagnose is package and callable(package) and type(package).__name__ == "_CallableModule"
     assert type(syncs).__name__ == "module" and syncs.__name__ == "lessons_lib.syncs"
     assert sorted(lessons_lib.__all__) == sorted(["setup", *FRONT_DOOR])
     assert set(FRONT_DOOR) <= set(dir(lessons_lib))

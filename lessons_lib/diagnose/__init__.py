@@ -1,0 +1,43 @@
+"""`lessons_lib.diagnose(step, *inputs, device=None, gpu="T4")`: the course's tools, joined, pointed at your step.
+
+It runs your training or inference step once, on `meta` where the step allows it (nothing allocated: a model
+too big for this machine gets its report in seconds), under the op trace (each op with your line of code), the
+saved-tensor watch, the sync detector's CUDA view and hooks on backward and the optimizer, and returns a Report
+of every pitfall the course teaches that the evidence shows: each with your line, the evidence in numbers, its
+cost on the named GPU (a roofline model: datasheet peaks and assumed launch costs, labelled so), the lesson and
+section that explain it, and the fix. It times nothing unless asked (timed=True). `lessons_lib.diagnose` is this
+package, and it is callable: `lessons_lib.diagnose(step, x)` is `lessons_lib.diagnose.diagnose(step, x)`.
+
+Which file holds what:
+    inputs.py           the call: a callable and its inputs, or a module and a batch (forward, backward of a
+                        scalar); the arguments copied to meta without touching yours; the device, never guessed
+    collect.py          the one run, watched; what stays alive after it
+    saved.py            what each graph keeps for backward, read as its backward starts (the ledger's rows)
+    costs.py            the GPU model: datasheet peaks, launch_queue's schedule, the kernels CUDA would launch
+    detect_copies.py    01 broadcast matmul; 02 expanded copies and attention probabilities kept for backward
+    detect_gemms.py     03 small GEMMs of one shape in a Python loop
+    detect_launches.py  04 elementwise chains, a launch-bound step (05: would a CUDA graph help), a for-loop
+                        optimizer; 06 a batch gathered row by row
+    detect_syncs.py     06 host syncs, pageable transfers, cat in a loop, allocation churn
+    detect_graphs.py    05 capture hazards (graphs=True), 06 §5 a graph built for nothing, 07 a graph kept alive
+    run.py              diagnose(): the run, each detector, the step in numbers, what it cannot see
+    report.py           Finding and Report (text; an HTML table in Jupyter)
+    __main__.py         python -m lessons_lib.diagnose module:callable
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+from .report import KINDS, Finding, Report, a_gpu  # noqa: F401
+from .run import BLIND_SPOTS, CHECKED, diagnose  # noqa: F401
+
+
+class _CallableModule(types.ModuleType):
+    """`lessons_lib.diagnose(...)` calls `diagnose`; the package stays a package (python -m, its modules)."""
+
+    def __call__(self, fn, *inputs, **kwargs) -> Report:
+        return diagnose(fn, *inputs, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,138 @@
+"""Lessons 01 and 02: operands expanded and copied before a GEMM, and what autograd keeps of them.
+
+Evidence, from the op trace and the saved-tensor watch (never from a name):
+- a copy op (clone, contiguous, _reshape_copy) in the forward that writes at least twice the bytes it reads
+  has copied an expanded (stride-0, broadcast) view; when a GEMM runs on the same line it is matmul's broadcast
+  path (LinearAlgebra.cpp, _matmul_impl: both operands expanded to the full batch and copied, then one bmm);
+- a tensor saved for backward whose storage that copy made: BmmBackward0 keeps the copy (lesson 02's gigabyte);
+- a softmax over a square last pair of dims (…, T, T) whose result is saved for backward: attention by hand,
+  which keeps the probabilities; scaled_dot_product_attention keeps O(B·H·T) (trace.sdpa_as_on_cuda).
+"""
+from __future__ import annotations
+
+from .costs import b, many, per_step, share, t
+from .report import Finding
+
+COPIES = ("clone", "contiguous", "_reshape_copy")
+EXPANDED = 2  # a copy writing >= 2x what it reads copied a broadcast view
+SOFTMAX = ("_softmax", "_safe_softmax")
+
+
+def expanded_copies(ev) -> dict[int, int]:
+    """{op index: expansion factor} of the forward copies of expanded views."""
+    out = {}
+    for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
+        if info.phase == "forward" and op.name in COPIES and 0 < EXPANDED * op.read_bytes <= op.write_bytes:
+            out[i] = round(op.write_bytes / op.read_bytes)
+    return out
+
+
+def _operands(ev, i: int) -> tuple:
+    """The shape matmul expanded for copy i (the latest expand at its line producing its input's shape)."""
+    op = ev.trace.ops[i]
+    for j in range(i - 1, max(-1, i - 12), -1):
+        e = ev.trace.ops[j]
+        if e.name == "expand" and e.where == op.where and e.out_shapes and e.out_shapes[0] == op.in_shapes[0]:
+            return e.in_shapes[0]
+    return op.in_shapes[0]
+
+
+def _matmul_operands(ev, gemm: int) -> tuple | None:
+    """The two shapes matmul was given, from the two expands before its bmm at the same line."""
+    where, found = ev.trace.ops[gemm].where, []
+    for j in range(gemm - 1, max(-1, gemm - 12), -1):
+        e = ev.trace.ops[j]
+        if e.where != where:
+            break
+        if e.name == "expand":
+            found.append(e.in_shapes[0])
+            if len(found) == 2:
+                return found[1], found[0]
+    return None
+
+
+def einsum_fix(a: tuple, c: tuple) -> str:
+    """One einsum over matmul's own operands: a size-1 batch dim broadcasts without a copy of the other side."""
+    nb = max(len(a), len(c)) - 2
+    batch = "abcdefghij"[:nb]
+    sa = batch[nb - (len(a) - 2):] + "mk"
+    sc = batch[nb - (len(c) - 2):] + "kn"
+    return f'torch.einsum("{sa},{sc}->{batch}mn", A, B)'
+
+
+def _shape(s) -> str:
+    return "x".join(map(str, s))
+
+
+def broadcast_matmuls(ev, gpu) -> list[Finding]:
+    copies = expanded_copies(ev)
+    by_line: dict = {}
+    for i, factor in copies.items():
+        op = ev.trace.ops[i]
+        gemm = next((j for j in range(i + 1, min(len(ev.trace.ops), i + 12))
+                     if ev.trace.ops[j].gemm and ev.trace.ops[j].where == op.where), None)
+        if gemm is not None:
+            by_line.setdefault((op.where.file, op.where.line), []).append((i, factor, gemm))
+    out = []
+    for rows in by_line.values():
+        first = ev.trace.ops[rows[0][0]]
+        written = sum(ev.trace.ops[i].write_bytes for i, _f, _g in rows)
+        kinds = dict.fromkeys(f"{_shape(_operands(ev, i))} → {_shape(ev.trace.ops[i].out_shapes[0])} ({f}×)"
+                              for i, f, _g in rows)
+        operands = _matmul_operands(ev, rows[0][2])
+        gemm = ev.trace.ops[rows[0][2]]
+        seconds = sum(gpu.kernel(0, ev.trace.ops[i].accessed_bytes) for i, _f, _g in rows) / ev.steps
+        fix = (f"{einsum_fix(*operands)} on matmul's own operands ({_shape(operands[0])} and {_shape(operands[1])}): "
+               "one GEMM over views, nothing copied" if operands else
+               "torch.einsum over the original operands, or fold the batch into one GEMM (x.reshape(-1, K) @ W)")
+        out.append(Finding(
+            "broadcast matmul", first.where,
+            f"{many(per_step(len(rows), ev.steps), 'expanded copy', 'expanded copies')} a step "
+            f"({b(written / ev.steps)} written): "
+            f"{'; '.join(kinds)}, each before one {gemm.name} ({_shape(gemm.in_shapes[-2])} @ "
+            f"{_shape(gemm.in_shapes[-1])})",
+            f"≥ {t(seconds)} a step writing and reading the copies (forward only; backward also makes a gradient "
+            f"per batch row and sums it) — {gpu.label}",
+            fix, {"copies": len(rows) / ev.steps, "bytes": written / ev.steps}, seconds))
+    return out
+
+
+def saved_copies_and_attention(ev, gpu) -> list[Finding]:
+    """Lesson 02: the first backward's ledger (or the returned graph's), rows made by an expanded copy or a
+    square softmax."""
+    if not ev.ledgers:
+        return []
+    snap = max(ev.ledgers, key=lambda s: s.ledger.total_bytes)
+    copies = expanded_copies(ev)
+    groups: dict = {}
+    for row, op_i in zip(snap.ledger.entries, snap.made_by):
+        if op_i is None or not row.counted:
+            continue
+        op = ev.trace.ops[op_i]
+        if op_i in copies:
+            kind = "expanded copy kept for backward"
+        elif op.name in SOFTMAX and len(op.out_shapes[0]) >= 3 and op.out_shapes[0][-1] == op.out_shapes[0][-2]:
+            kind = "attention matrix kept for backward"
+        else:
+            continue
+        groups.setdefault((kind, op.where.file, op.where.line), []).append((row, op))
+    out = []
+    for (kind, _f, _l), rows in groups.items():
+        nbytes = sum(r.bytes for r, _op in rows)
+        nodes = ", ".join(dict.fromkeys(f"{r.node}.{r.slot}" for r, _op in rows))
+        shapes = ", ".join(dict.fromkeys(_shape(r.shape) for r, _op in rows))
+        part = f"{share(nbytes, snap.ledger.total_bytes)} of the {b(snap.ledger.total_bytes)} saved"
+        if kind == "expanded copy kept for backward":
+            evidence = f"{many(len(rows), 'expanded copy', 'expanded copies')} ({shapes}) kept for backward by {nodes}: {b(nbytes)}, {part}"
+            fix = ("the einsum of lesson 01 (or one GEMM over a reshape): backward then keeps views of the operands "
+                   "you already hold, or a copy of their own size, not one per batch row")
+        else:
+            evidence = f"the probabilities ({shapes}) kept for backward by {nodes}: {b(nbytes)}, {part}"
+            fix = ("F.scaled_dot_product_attention(q, k, v) (is_causal=True for a causal mask): its flash and "
+                   "memory-efficient kernels keep the output and one logsumexp per row, not (…, T, T); "
+                   "nn.MultiheadAttention takes that path with need_weights=False")
+        cost = (f"memory: {b(nbytes)} held from the forward to the backward of every step; writing and reading "
+                f"it back ≥ {t(gpu.bytes_time(2 * nbytes))} a step — {gpu.label}")
+        out.append(Finding(kind, rows[0][1].where, evidence, cost, fix,
+                           {"saved_bytes": nbytes, "of_total": snap.ledger.total_bytes}))
+    return out

@@ -1,0 +1,59 @@
+"""Lesson 03: many small GEMMs of one shape, independent of each other, issued one by one from one line.
+
+Evidence: in one step's forward, GEMMs dispatched from the same line of code with the same (batch, M, N, K),
+where none descends from another of them (collect.py's levels: experts side by side, not layers in a row), each
+with a weight of its own (one weight over micro-batches is a batch split on purpose, not lesson 03's loop),
+each too small to keep the GPU busy for as long as its launch takes (its roofline time under MAX_KERNEL).
+Backward runs two GEMMs for each (the gradients of input and weight), so the loop costs three launches a GEMM.
+"""
+from __future__ import annotations
+
+from .costs import Kernel, many, per_step, t
+from .report import Finding, a_gpu
+
+MIN_GROUP = 4  # independent GEMMs of one shape from one line, in one step, each with its own weight
+MAX_KERNEL = 10e-6  # a GEMM under this on the named GPU is small: its launch costs about as much as its work
+
+
+def waves(ev) -> dict[tuple, list[list[int]]]:
+    """{(file, line, gemm dims): [group, ...]}: forward GEMMs of one line, shape, step and level (collect.py), which
+    descend from none of each other."""
+    groups: dict[tuple, dict[tuple, list[int]]] = {}
+    for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
+        if op.gemm and info.phase == "forward" and info.level >= 0:
+            key = (op.where.file, op.where.line, op.gemm)
+            groups.setdefault(key, {}).setdefault((info.step, info.level), []).append(i)
+    return {key: list(by.values()) for key, by in groups.items()}
+
+
+def gemm_loops(ev, gpu) -> list[Finding]:
+    out = []
+    for (_file, _line, dims), ws in waves(ev).items():
+        ws = [w for w in ws if len({ev.info[i].weight for i in w}) >= MIN_GROUP]  # one weight each: not micro-batches
+        if not ws:
+            continue
+        big = max(ws, key=len)
+        op = ev.trace.ops[big[0]]
+        one = gpu.kernel(op.flops, op.accessed_bytes - op.lt_saved_bytes)
+        if one > MAX_KERNEL:
+            continue
+        batch, m, n, k = dims
+        g = len(big)
+        per_wave = [Kernel(i, op.flops, op.accessed_bytes) for i in big]
+        grouped = [Kernel(big[0], g * op.flops, g * op.accessed_bytes)]
+        n_waves = sum(len(w) >= MIN_GROUP for w in ws)
+        each = 3 if ev.backward_calls else 1  # backward runs two GEMMs for each (grad of input, of weight)
+        loop_s = each * gpu.eager(per_wave) * n_waves / ev.steps
+        one_s = each * gpu.eager(grouped) * n_waves / ev.steps
+        with_backward = " with backward's" if each == 3 else ""
+        shape = f"{m}x{k} @ {k}x{n}" + (f" (batch {batch})" if batch > 1 else "")
+        out.append(Finding(
+            "GEMMs in a Python loop", op.where,
+            f"{g} GEMMs of {shape} side by side ({op.name}, none fed by another) in "
+            f"{many(per_step(n_waves, ev.steps), 'group', 'groups')} a step: {per_step(each * g * n_waves, ev.steps)} GEMM launches a "
+            f"step{with_backward}, each {t(one)} of work on {a_gpu(gpu.name)}",
+            f"{t(loop_s)} a step as {g} launches{' each way' if each == 3 else ''}, against {t(one_s)} as one batched GEMM — {gpu.label}",
+            f"lessons_lib.GroupedLinear(groups={g}, in_features={k}, out_features={n}): one bmm for "
+            "all groups (lesson 03 §4), or stack the weights and use torch.bmm / torch.einsum",
+            {"gemms": g, "groups_per_step": n_waves / ev.steps, "m": m, "n": n, "k": k}, loop_s - one_s))
+    return out

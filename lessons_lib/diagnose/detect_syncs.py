@@ -1,0 +1,175 @@
+"""Lesson 06: host syncs, copies from pageable memory, cat in a loop, the same tensor made on every pass.
+
+Evidence: the sync detector's events, each placed among the ops (collect.py), and the op trace.
+- host syncs: what the sync detector's CUDA view counts (on a CPU run, every host read, an upper bound): a
+  value read on the host, a boolean-mask index, nonzero, an index tensor on the host used on the device, a
+  blocking copy, the ops that read on the host inside ATen's CUDA code (syncs.CUDA_KERNEL_SYNCS). Each costs
+  what the launch model says the host's waits add to the step;
+- a pageable transfer: a host-to-device copy from memory that is not pinned, at least once a step and at least
+  MIN_PAGEABLE bytes a step (smaller copies cost their latency, pinned or not);
+- cat in a loop: a cat that reads the previous cat's output at the same line (the tensor grows);
+- allocation churn: a factory op at one line making the same shape two or more times in one step, with other
+  work between (a loop's passes, not nn.LSTM's h0 and c0), or (on meta or CUDA) making it in host memory each
+  step and copying it to the device.
+"""
+from __future__ import annotations
+
+from ..sync_table import CUDA_KERNEL_SYNCS
+from ..syncs import HostSync, Transfer
+from ..transfers import MODEL_NOTE, model as link_model
+from .collect import FACTORY_OPS
+from .costs import b, many, per_step, t
+from .report import Finding
+
+MIN_PAGEABLE = 64 * 2**10
+
+_FIXES = (  # (a piece of HostSync.what, the fix)
+    ("(index on the host)", "make the index on the device (torch.randperm(n, device=...), or idx.to(device, "
+                            "non_blocking=True) once, outside the loop)"),
+    ("(bool mask)", "keep the shape fixed: torch.where(mask, x, 0), x * mask or masked_fill; if the mask "
+                    "selects everything, drop it"),
+    ("nonzero", "keep the mask as a mask (torch.where / masked_fill), or torch.nonzero_static(x, size=...)"),
+    ("repeat_interleave", "pass output_size= (then nothing is read on the host)"),
+    ("one_hot", "pass num_classes="),
+    ("bincount", "torch.zeros(n, device=...).index_add_(0, x, ones): no host read"),
+    ("_to_copy", "make it on the device (device=...) once, outside the loop; or pin it and copy with "
+                 "non_blocking=True"),
+    ("copy_", "copy from pinned memory with non_blocking=True, or keep the data on the device"),
+    ("__repr__", "print every N steps, or keep the value on the device (t.detach()) and print after the loop"),
+    ("is_nonzero", "torch.where on the device instead of a Python if on a tensor"),
+    ("Tensor.cpu()", "keep it on the device; copy to the host once, after the loop"),
+    ("Tensor.tolist()", "keep it on the device; copy to the host once, after the loop"),
+    ("Tensor.numpy()", "keep it on the device; copy to the host once, after the loop"),
+)
+_READ_FIX = ("keep the value on the device (losses[s] = loss.detach()) and read it once at the end, or every N "
+             "steps")
+
+
+def _fix(what: str) -> str:
+    for piece, fix in _FIXES:
+        if piece in what:
+            return fix
+    for op in CUDA_KERNEL_SYNCS:
+        if op.split(" ")[0] in what:
+            return f"avoid the host read: {CUDA_KERNEL_SYNCS[op][1]} (syncs.CUDA_KERNEL_SYNCS)"
+    return _READ_FIX
+
+
+def host_syncs(ev, gpu, ks, sync_after: set) -> list[Finding]:
+    by: dict = {}
+    for at, event, where, step, phase in ev.sync_at:
+        if isinstance(event, HostSync):
+            by.setdefault((where.file, where.line), []).append((event, where, phase))
+    if not by:
+        return []
+    total = len([e for e in ev.sync_at if isinstance(e[1], HostSync)])
+    extra = max(0.0, gpu.eager(ks, sync_after) - gpu.eager(ks)) / ev.steps
+    view = "" if ev.syncs.view == "cuda" else " (a CPU run: every host read counted, as if every tensor were on " \
+                                              "a GPU; an upper bound)"
+    out = []
+    for rows in by.values():
+        whats = dict.fromkeys(e.what for e, _w, _p in rows)
+        why = "; ".join(dict.fromkeys(e.why for e, _w, _p in rows))
+        in_backward = " in backward (the backward of a boolean-mask index: index_put_ with the saved mask)" \
+            if all(p == "backward" for _e, _w, p in rows) and any("bool mask" in w for w in whats) else \
+            " in backward" if all(p == "backward" for _e, _w, p in rows) else ""
+        share = extra * len(rows) / total
+        out.append(Finding(
+            "host sync", rows[0][1],
+            f"{many(per_step(len(rows), ev.steps), 'host sync', 'host syncs')} a step{in_backward}: {', '.join(whats)} — {why}{view}",
+            f"≈ {t(share)} a step of the host waiting and the GPU idling after (its share of {t(extra)} for all "
+            f"{per_step(total, ev.steps)} syncs a step) — {gpu.label}",
+            _fix(next(iter(whats))) if "bool mask" not in in_backward else _FIXES[1][1] + " (in the forward)",
+            {"per_step": len(rows) / ev.steps, "what": list(whats)}, share))
+    return out
+
+
+def pageable_transfers(ev, gpu) -> list[Finding]:
+    link = link_model(gpu.name)
+    by: dict = {}
+    for _at, event, where, _step, _phase in ev.sync_at:
+        if isinstance(event, Transfer) and event.direction == "host → device" and not event.pinned:
+            by.setdefault((where.file, where.line), []).append((event, where))
+    out = []
+    for rows in by.values():
+        nbytes = sum(e.nbytes for e, _w in rows)
+        if len(rows) < ev.steps or nbytes / ev.steps < MIN_PAGEABLE:
+            continue
+        per = nbytes / ev.steps
+        cost = (f"{t(link.seconds(per, pinned=False))} a step over {link.pcie} from pageable memory, "
+                f"{t(link.seconds(per, pinned=True))} pinned — {MODEL_NOTE}") if link else "no link model for this GPU"
+        blocking = sum(e.blocking for e, _w in rows)
+        out.append(Finding(
+            "pageable transfer", rows[0][1],
+            f"{many(per_step(len(rows), ev.steps), 'copy', 'copies')} host → device a step, {b(per)} a step, from pageable memory"
+            + (f"; {per_step(blocking, ev.steps)} blocking (also a host sync)" if blocking else ", non_blocking"),
+            cost,
+            "keep the data on the device; else pin the host buffer once (DataLoader(pin_memory=True), or a pinned "
+            "buffer reused) and copy with .to(device, non_blocking=True)",
+            {"bytes_per_step": per, "copies_per_step": len(rows) / ev.steps},
+            (link.seconds(per, False) - link.seconds(per, True)) if link else None))
+    return out
+
+
+def cat_loops(ev, gpu) -> list[Finding]:
+    made_by_cat: dict = {}  # storage key -> index of the cat that made it
+    chains: dict = {}  # (file, line) -> [cat indices that grew the previous one]
+    for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
+        if op.name != "cat" or info.phase not in ("forward", "optimizer") or op.where is None:
+            continue
+        for k in info.ins:
+            j = made_by_cat.get(k)
+            if j is not None and ev.trace.ops[j].where == op.where:
+                chains.setdefault((op.where.file, op.where.line), [j]).append(i)
+                break
+        for k in info.outs:
+            made_by_cat[k] = i
+    out = []
+    for idx in chains.values():
+        ops = [ev.trace.ops[i] for i in idx]
+        copied = sum(op.write_bytes for op in ops)
+        final = ops[-1].write_bytes
+        seconds = gpu.bytes_time(2 * max(0, copied - final)) / ev.steps
+        out.append(Finding(
+            "cat in a loop", ops[0].where,
+            f"{len(ops)} cats in one call, each reading the last one's output: {b(copied)} copied to build "
+            f"{b(final)} ({copied / max(final, 1):.1f}×), growing as n²",
+            (f"≥ {t(seconds)} a step on the extra bytes" if seconds >= 1e-7 else
+             "negligible at this size: the extra bytes grow as n² with the passes") + f" — {gpu.label}",
+            "collect the pieces in a list and torch.cat once at the end (lesson 06 §3: cat once)",
+            {"cats": len(ops), "copied": copied, "final": final}, seconds))
+    return out
+
+
+def allocation_churn(ev, gpu) -> list[Finding]:
+    on_device = ev.device in ("meta", "cuda")
+    moved = {k for _at, e, w, _s, _p in ev.sync_at if isinstance(e, Transfer) for k in [(w.file, w.line)]}
+    by: dict = {}
+    for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
+        if op.name in FACTORY_OPS and info.phase == "forward" and op.where is not None and op.out_shapes:
+            key = (op.where.file, op.where.line, op.name, op.out_shapes[0])
+            by.setdefault(key, []).append((op, info.step, i))
+    out = []
+    for (f, line, _name, shape), rows in by.items():
+        per: dict = {}
+        for (_op, s, i), (_o2, s2, j) in zip(rows, rows[1:]):  # again after other work: a loop, not h0 and c0
+            if s == s2 and any(not ev.trace.ops[k].is_view and ev.trace.ops[k].name not in FACTORY_OPS
+                               for k in range(i + 1, j)):
+                per[s] = per.get(s, 1) + 1
+        per = per or {0: 1}
+        host_moved = on_device and rows[0][0].device == "cpu" and (f, line) in moved and len(rows) >= ev.steps
+        if max(per.values()) < 2 and not (host_moved and len(rows) >= 2):
+            continue
+        op = rows[0][0]
+        how = "in host memory, then copied to the device, " if host_moved else ""
+        out.append(Finding(
+            "allocation churn", op.where,
+            f"torch.{op.name}(...) of {'x'.join(map(str, shape)) or 'a scalar'} made {len(rows)} times in one call "
+            f"({how}{per_step(len(rows), ev.steps)} a step), the same shape each time",
+            f"{many(per_step(len(rows), ev.steps), 'extra launch', 'extra launches')} a step"
+            + (" and a copy from the host each (see the transfer and sync findings)" if host_moved else "")
+            + f" — {gpu.label}",
+            "make it once, outside the loop, on the device (device=...), and reuse it (or drop it, if it is a "
+            "constant the ops can take as a number)",
+            {"made": len(rows), "per_step": len(rows) / ev.steps}))
+    return out
