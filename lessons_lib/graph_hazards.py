@@ -81,7 +81,7 @@ class _Watch(TorchDispatchMode):
             self.reported.add(key)
             self.hazards.append(Hazard(kind, what, where, detail))
 
-    def _host_meets_device(self, name: str, args, kwargs) -> None:
+    def _host_meets_device(self, func, name: str, args, kwargs) -> None:
         tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         host = [(t, self.host_origin(t)) for t in tensors if self.host_origin(t)]
         device = [t for t in tensors if not self.host_origin(t)]
@@ -95,7 +95,8 @@ class _Watch(TorchDispatchMode):
                          "(or the op raises: tensors on different devices)", key=("host", origin, where))
             return
         on_device = [t for t in tensors if t.device.type not in ("cpu",)]
-        scalars = [t for t in tensors if t.device.type == "cpu" and t.dim() == 0]
+        rng = _attention_rng_state(func, args, kwargs)
+        scalars = [t for t in tensors if t.device.type == "cpu" and t.dim() == 0 and id(t) not in rng]
         if on_device and scalars and not (name.startswith("index_put") and _becomes_masked_fill(args, kwargs)):
             self.add("frozen host tensor", f"a 0-dim CPU tensor used by aten.{name}", _user_line())
 
@@ -110,7 +111,7 @@ class _Watch(TorchDispatchMode):
                 self.add("host↔device copy", f"aten.{name}", _user_line(), f"{src.device.type} → {torch.device(dst).type}",
                          key=("host", *origin) if origin else None)
         elif name not in ("lift_fresh", "lift_fresh_copy") and not self.in_optimizer:
-            self._host_meets_device(name, args, kwargs)
+            self._host_meets_device(func, name, args, kwargs)
         out = func(*args, **kwargs)
         ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         if ins and all(self.host_origin(t) for t in ins):  # computed from host tensors alone: still on the host
@@ -119,6 +120,24 @@ class _Watch(TorchDispatchMode):
                 self.mark_host(t, origin, where)
         self.ops.append((name, tuple(tuple(t.shape) for t in _tensors(out))))
         return out
+
+
+# Fused attention's dropout RNG state, passed from forward to backward. Out of capture the forward makes it as 0-dim
+# CPU tensors; under capture on the device (aten/src/ATen/native/transformers/cuda/attention.cu,
+# _efficient_attention_forward and _flash_attention_forward: Note [Seed and Offset Device]), and backward reads it
+# through pointers there (attention_backward.cu: PhiloxCudaState(seed_ptr, offset_ptr) "dropout + capture"), and
+# only when dropout_p != 0. Nothing of it is frozen into a graph: an eager run's CPU copies are not a hazard.
+_RNG_STATE_ARGS = ("philox_seed", "philox_offset", "rng_state", "unused")
+
+
+def _attention_rng_state(func, args, kwargs) -> set[int]:
+    """ids of the tensors passed as fused attention's RNG state (by the op's schema), else empty."""
+    if "attention" not in func.overloadpacket.__name__:
+        return set()
+    schema = getattr(func, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    named = {**dict(zip(names, args)), **kwargs}
+    return {id(t) for n, t in named.items() if n in _RNG_STATE_ARGS and isinstance(t, torch.Tensor)}
 
 
 def _tensors(x):

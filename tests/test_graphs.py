@@ -79,6 +79,23 @@ def test_a_cpu_learning_rate_tensor_is_frozen_when_the_other_inputs_are_on_the_d
     assert report.safe and "0-dim tensor arguments" in report.summary()
 
 
+def test_fused_attentions_rng_state_on_the_host_is_not_a_frozen_tensor():
+    # The H200 (2026-11-26) printed "frozen host tensor: a 0-dim CPU tensor used by
+    # aten._scaled_dot_product_efficient_attention_backward" for lesson 07's fixed step, whose real capture then
+    # matched eager exactly: eager, the forward makes its dropout seed and offset on the host; under capture on the
+    # device (attention.cu, Note [Seed and Offset Device]). The same call with a real 0-dim host operand is frozen.
+    q, k, v = (torch.empty(2, 2, 8, 16, device="meta", requires_grad=True) for _ in range(3))
+
+    def step(q, k, v, seed, offset):
+        out, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True)
+        return torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+            out, q, k, v, None, out, lse, seed, offset, 0.0, [True, True, True, False], False)
+
+    assert graph_check(step, q, k, v, torch.tensor(0), torch.tensor(0)).safe
+    scaled = graph_check(lambda q, k, v, s, o: step(q * s, k, v, s, o), q, k, v, torch.tensor(2.0), torch.tensor(0))
+    assert scaled.kinds == ["frozen host tensor"] and "aten.mul" in scaled.hazards[0].what
+
+
 def test_the_backward_of_a_boolean_index_is_a_sync_not_a_data_dependent_shape():
     # index_put with a bool mask writes a tensor of fixed shape, but turns the mask into indices with nonzero
     x, w, b, y = exercise.exercise_inputs(7, 3)

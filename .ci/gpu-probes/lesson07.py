@@ -10,7 +10,8 @@
 3. Host syncs a step: the sync detector's CUDA view (syncs.cuda_syncs) against torch.cuda.set_sync_debug_mode's
    warnings, for the original loop, the fixed loop, and the fixed loop fed CPU indices (expected 5, 0, 2).
 4. The graph's losses against eager's (gpu.graphed_agreement), and graph_check on the fixed step with both
-   optimizers (is the efficient-attention 0-dim CPU tensor the only remaining hazard?).
+   optimizers (expected: foreach with a float lr frozen by its lr alone; the shipped fused step "no hazard seen":
+   the efficient attention's eager CPU seed and offset are no longer flagged, graph_hazards._attention_rng_state).
 """
 import sys
 import time
@@ -63,8 +64,10 @@ def main():
            "fixed, eager": lambda: M.fixed_train(fixed, x, y, 4, d["batch"], opt=fo)}
 
     def one():
-        g = G.GraphedTrain(shipped, x, y, d["batch"])
-        fns["fixed, one CUDA graph"] = lambda: g(4)
+        graphed = G.GraphedTrain(shipped, x, y, d["batch"])
+        # bound by name here: the datasheet loop below rebinds `g` to a GPU's name (the H200 run of 2026-11-26
+        # printed "2. profiler: TypeError: 'str' object is not callable" when step 2 called this lambda)
+        fns["fixed, one CUDA graph"] = lambda graphed=graphed: graphed(4)
         ms = {n: cuda_ms(f) / 4 for n, f in fns.items()}
         print("1. ms a step (steady state, 4 steps a call): " + ", ".join(f"{n} {v:.3f}" for n, v in ms.items()))
         print(f"   original / fixed eager {ms['original'] / ms['fixed, eager']:.2f}x, original / graph "

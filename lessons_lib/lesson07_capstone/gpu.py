@@ -156,10 +156,6 @@ _WORDS = {  # what a hazard graph_check prints means for this step, by a piece o
     "lr=": "the learning rate is a Python float: every replay keeps the value captured, so a scheduler's "
            "changes never reach the graph. The shipped step uses fused SGD with the lr a 0-dim device tensor "
            "(a scheduler copy_()s new values into it), which the fused kernel reads at each replay.",
-    "_scaled_dot_product_efficient_attention": "scaled_dot_product_attention's memory-efficient kernel makes its "
-           "dropout seed and offset as 0-dim CPU tensors when it runs eagerly, as graph_check runs it; under "
-           "capture it makes them on the device (attention.cu, Note [Seed and Offset Device]), and with "
-           "dropout_p=0 backward never reads them: nothing here changes between replays.",
 }
 
 
