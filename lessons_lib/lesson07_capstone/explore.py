@@ -17,7 +17,7 @@ from ..lesson import Lesson, Param, Variant
 from ..trace import meta_reads
 from ..widgets import Explorer
 from .fixes import stages, step_peak
-from .model import FIXES, SHAPE, Model, copy_weights, make_data, optimizer, train
+from .model import FIXES, SHAPE, Model, copy_weights, make_data, optimizer, shape, train
 
 KEY = "07_capstone"  # this lesson's key in the recorded results
 STAGES = [name for name, _ in stages()]
@@ -110,20 +110,31 @@ def explorer(device=None) -> Explorer:
 # --- recorded results --------------------------------------------------------------------------------
 
 def record(device, quick: bool = False) -> dict:
-    """The waterfall at the device's shape (paired rounds: each fix against the stage before, all against the
-    original) with each stage's peak, and a headline Lesson.run (what the explorer replays)."""
+    """The waterfall at the device's own shape (paired rounds: each fix against the stage before, all against the
+    original) with each stage's peak, a headline Lesson.run (what the explorer replays), and on a CUDA GPU the
+    shipped step: the original, the fixed loop eager and the fixed step as one CUDA graph (gpu.shipped_comparison),
+    which the GPU's target reads. --quick shortens the timings, never the shape (a GPU's target is at the GPU's)."""
     from .fixes import waterfall
+    from .gpu import shipped_comparison
 
     dev = torch.device(device)
-    kind = "cuda" if dev.type == "cuda" else "cpu"
-    w = waterfall(dev, max_time=8.0 if quick else 60.0, dims=dict(SHAPE["cpu" if quick else kind]))
-    out = {"waterfall": {"shape": dict(SHAPE["cpu" if quick else kind]), "steps_per_call": w.steps,
+    dims = shape(dev)
+    w = waterfall(dev, max_time=8.0 if quick else 60.0, dims=dims)
+    out = {"waterfall": {"shape": dict(dims), "steps_per_call": w.steps,
                          "rounds": len(w.cmp.rounds[w.names[0]]),
                          "stages": {n: {"median_per_step": w.per_step(n), "peak_bytes": w.peaks.get(n)} for n in w.names},
                          "ratios": {f"{a} -> {b}": _ratio(w.cmp.ratio(a, b)) for a, b in zip(w.names, w.names[1:])},
                          "total": _ratio(w.cmp.ratio(w.names[0], w.names[-1]))}}
+    if dev.type == "cuda":
+        steps = 4
+        cmp, _why = shipped_comparison(dev, steps=steps, max_time=4.0 if quick else 20.0, dims=dims)
+        if cmp is not None:
+            out["shipped"] = {"shape": dict(dims), "steps_per_call": steps, "rounds": len(cmp.rounds[cmp.names[0]]),
+                              "median_per_step": {n: cmp.median(n) / steps for n in cmp.names},
+                              "ratios": {f"{a} -> {b}": _ratio(cmp.ratio(a, b))
+                                         for a, b in (("original", "fixed, eager"), ("original", SHIPPED))}}
     pk = roofline.measure_peaks(dev)
-    head = LESSON.run(LESSON.defaults("cpu" if quick else dev), dev, min_run_time=0.05 if quick else 0.2)
+    head = LESSON.run(LESSON.defaults(dev), dev, min_run_time=0.05 if quick else 0.2)
     out["headline"] = results.run_to_dict(head, pk)
     if head.metrics:
         out["headline"]["metrics"] = head.metrics
@@ -135,24 +146,43 @@ def _ratio(r) -> dict:
 
 
 SPEEDUP_BAR_CPU = 3.0  # issue 22: the fully fixed step >= 3x faster than the original on this CPU
+# The GPU claim (tests/lesson07/test_gpu_claims.py, which imports it): the shipped step, one CUDA graph, >= 5x the
+# original at the GPU shape; the roofline model gives 8.6x on a T4, an A100 and an H100 (margin 1.5x), and the
+# H200 measured 14.5x (lesson 07 probe, 2026-11-26: 6.58 ms against 0.454 ms a step).
+SPEEDUP_BAR_GPU = 5.0
+SHIPPED = "fixed, one CUDA graph"  # gpu.shipped_comparison's name for the shipped step
 
 
 def targets(device, section: dict) -> list[dict]:
-    """The capstone's bars, from its recorded waterfall: the fully fixed step >= 3x faster than the original
-    (a ratio of paired rounds, decided; CPU), and a lower peak (bytes: any device)."""
+    """The capstone's bars, from its recorded results. On a CPU: the fully fixed step >= 3x faster than the original
+    (the waterfall's ratio of paired rounds, decided). On a CUDA GPU: the shipped step (one CUDA graph) >= 5x faster
+    than the original at the GPU's shape (the recorded shipped comparison, decided; the claim test's bar). On any
+    device: a lower peak memory (bytes, measured)."""
     w = section.get("waterfall")
     if not w:
         return []
-    cpu = torch.device(device).type == "cpu"
-    total = w["total"]
-    shape_ = ", ".join(f"{k}={v}" for k, v in w["shape"].items())
+    cuda = torch.device(device).type == "cuda"
+    out = []
+    if not cuda:
+        total = w["total"]
+        out.append({"name": f"07 fully fixed / original training step at {_shape_words(w['shape'])} (paired rounds)",
+                    "value": total["median"], "bar": f">= {SPEEDUP_BAR_CPU:g}, decided (CPU)",
+                    "ok": total["decided"] and total["median"] >= SPEEDUP_BAR_CPU})
+    elif section.get("shipped"):
+        sh = section["shipped"]
+        r = sh["ratios"][f"original -> {SHIPPED}"]
+        out.append({"name": f"07 shipped step (one CUDA graph) / original training step at {_shape_words(sh['shape'])} "
+                            "(paired rounds)", "value": r["median"],
+                    "bar": f">= {SPEEDUP_BAR_GPU:g}, decided (GPU claim, roofline-derived)",
+                    "ok": r["decided"] and r["median"] >= SPEEDUP_BAR_GPU})
     stages_ = w["stages"]
     first, last = STAGES[0], STAGES[-1]  # by name: a saved file's keys are sorted, not in stage order
-    out = [{"name": f"07 fully fixed / original training step at {shape_} (paired rounds)",
-            "value": total["median"], "bar": f">= {SPEEDUP_BAR_CPU:g}, decided (CPU)",
-            "ok": (total["decided"] and total["median"] >= SPEEDUP_BAR_CPU) if cpu else None}]
     p0, p1 = stages_[first].get("peak_bytes"), stages_[last].get("peak_bytes")
     if p0 and p1:
-        out.append({"name": "07 peak memory of one batch's forward + backward, fixed / original (measured)",
-                    "value": p1 / p0, "bar": "< 1", "ok": p1 < p0})
+        out.append({"name": f"07 peak memory of one batch's forward + backward, fixed / original at "
+                            f"{_shape_words(w['shape'])} (measured)", "value": p1 / p0, "bar": "< 1", "ok": p1 < p0})
     return out
+
+
+def _shape_words(dims: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in dims.items())

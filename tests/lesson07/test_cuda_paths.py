@@ -61,6 +61,22 @@ def test_waterfall_and_lesson_run_on_cuda():
     assert set(run.timings) == set(X.STAGES)
 
 
+def test_record_on_cuda_takes_the_gpus_shape_and_its_target_is_the_shipped_step(monkeypatch):
+    """The H200 (2026-11-26) recorded --quick at the CPU's shape and wrote the CPU's target as "n/a on this device"."""
+    from lessons_lib import graphs
+
+    monkeypatch.setitem(M.SHAPE, "cuda", dict(SMALL))
+    for p in X.LESSON.params:
+        monkeypatch.setattr(p, "gpu", SMALL[p.name])
+    rec = X.record("cuda", quick=True)
+    assert rec["waterfall"]["shape"] == SMALL and rec["headline"]["params"] == SMALL
+    names = [t["name"] for t in X.targets("cuda", rec)]
+    assert not any("(CPU)" in t["bar"] for t in X.targets("cuda", rec))
+    if graphs.has_graphs():
+        assert set(rec["shipped"]["median_per_step"]) == {"original", "fixed, eager", X.SHIPPED}
+        assert "one CUDA graph" in names[0] and "T=6, batch=8" in names[0]
+
+
 def test_the_shipped_step_replays_one_graph_with_eagers_numbers():
     """GraphedTrain: capture's warm-up trains three steps; the weights and momentum are put back after it, so
     replays follow the eager fixed loop step by step (the same weights and batches)."""

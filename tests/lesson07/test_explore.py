@@ -46,7 +46,8 @@ def test_targets_hold_the_bars():
     assert [t["ok"] for t in ok] == [True, True]
     assert X.targets("cpu", _section(2.9))[0]["ok"] is False
     assert X.targets("cpu", _section(4.3, decided=False))[0]["ok"] is False
-    assert X.targets("cuda", _section(4.3))[0]["ok"] is None  # the GPU bar is the gpu claim test's
+    # a GPU's file: its targets are the GPU's (the shipped step's bar at the GPU shape), never the CPU's "n/a"
+    assert [t["bar"] for t in X.targets("cuda", _section(4.3))] == ["< 1"]
     assert X.targets("cpu", _section(4.3, peaks=(2e6, 3e6)))[1]["ok"] is False
     assert X.targets("cpu", {}) == []
 
@@ -60,6 +61,24 @@ def test_record_quick_on_cpu_has_what_targets_and_the_explorer_read(monkeypatch)
     assert set(rec["waterfall"]["stages"]) == set(X.STAGES)
     assert set(rec["headline"]["variants"]) == set(X.STAGES)
     assert len(X.targets("cpu", rec)) == 2
+
+
+def _shipped(ratio, decided=True):
+    r = {"median": ratio, "low": ratio, "high": ratio, "decided": decided}
+    return {"shape": M.SHAPE["cuda"], "steps_per_call": 4, "rounds": 3, "median_per_step": {},
+            "ratios": {"original -> fixed, eager": r, f"original -> {X.SHIPPED}": r}}
+
+
+def test_a_gpus_target_is_the_shipped_step_at_the_gpu_shape_with_the_claims_bar():
+    # The H200 (2026-11-26) recorded "07 fully fixed / original ... T=4, batch=32 ... (CPU): n/a on this device"
+    sec = {**_section(4.3), "shipped": _shipped(14.5)}
+    sec["waterfall"]["shape"] = M.SHAPE["cuda"]
+    first = X.targets("cuda", sec)[0]
+    assert first["ok"] is True and "one CUDA graph" in first["name"] and "T=16, batch=64" in first["name"]
+    assert first["bar"].startswith(f">= {X.SPEEDUP_BAR_GPU:g}") and "(CPU)" not in first["bar"]
+    assert X.targets("cuda", {**sec, "shipped": _shipped(4.0)})[0]["ok"] is False
+    assert X.targets("cuda", {**sec, "shipped": _shipped(9.0, decided=False)})[0]["ok"] is False
+    assert all("CUDA graph" not in t["name"] for t in X.targets("cpu", sec))
 
 
 def test_targets_read_the_stages_by_name_not_by_order():
