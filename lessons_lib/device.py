@@ -280,20 +280,26 @@ def _bf16_hardware(dev: torch.device) -> bool:
 
 
 def tf32_note(device: torch.device | str | None = None) -> str:
-    """One sentence: does a float32 matmul here run in TF32 (10-bit mantissa) or full float32?"""
+    """One sentence: does a float32 matmul here run in TF32 (10-bit mantissa) or full float32? Read through
+    `op_costs.tf32_enabled`: torch 2.9's `torch.backends.cuda.matmul.fp32_precision` where it exists, since the
+    old getters (`allow_tf32`, `torch.get_float32_matmul_precision()`) raise once a program mixes the two APIs."""
+    from .op_costs import tf32_enabled
+
     dev = torch.device(device or "cpu")
-    precision = torch.get_float32_matmul_precision()
     if dev.type != "cuda":
         return f"float32 matmuls on {dev.type.upper()} run in full float32 (TF32 is a GPU tensor-core format)."
-    allowed = bool(torch.backends.cuda.matmul.allow_tf32) or precision != "highest"
     major, _ = torch.cuda.get_device_capability(dev)
     if major < 8:
         return "This GPU has no TF32 (it needs compute capability 8.0+): float32 matmuls run in full float32."
-    if allowed:
-        return ("TF32 is ON for float32 matmuls here (float32_matmul_precision="
-                f"{precision!r}): faster, with a 10-bit mantissa; PyTorch's default is off ('highest').")
-    return ("TF32 is off for float32 matmuls (PyTorch's default, float32_matmul_precision='highest'); "
-            "torch.set_float32_matmul_precision('high') turns it on.")
+    new_api = isinstance(getattr(torch.backends.cuda.matmul, "fp32_precision", None), str)
+    if tf32_enabled("matmul"):
+        setting = ("torch.backends.cuda.matmul.fp32_precision='tf32'" if new_api else
+                   f"float32_matmul_precision={torch.get_float32_matmul_precision()!r}")
+        return (f"TF32 is ON for float32 matmuls here ({setting}): faster, with a 10-bit mantissa; PyTorch's default "
+                "is off.")
+    how = ("torch.backends.cuda.matmul.fp32_precision = 'tf32' (or the older torch.set_float32_matmul_precision("
+           "'high'))" if new_api else "torch.set_float32_matmul_precision('high')")
+    return f"TF32 is off for float32 matmuls (PyTorch's default); {how} turns it on."
 
 
 def compile_problem(device: torch.device | str = "cpu", backend: str = "inductor") -> str | None:

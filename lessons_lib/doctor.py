@@ -157,8 +157,13 @@ def check_gpu(colab: bool) -> list[Check]:
                       "results")]
     major, minor = gpu["capability"]
     bf16 = "bf16 in hardware" if gpu["bf16_hardware"] else "bf16 emulated only (slow; use float16)"
-    tf32 = ("TF32 on for float32 matmuls" if gpu["tf32_on"] else "TF32 available, off (PyTorch's default)"
-            ) if major >= 8 else "no TF32 (needs compute capability 8.0+)"
+    if major < 8:
+        tf32 = "no TF32 (needs compute capability 8.0+)"
+    else:  # PyTorch's defaults: off for cuBLAS matmuls, on for cuDNN convolutions
+        tf32 = ("TF32 on for float32 matmuls" if gpu["tf32_on"] else "TF32 available, off for float32 matmuls "
+                "(PyTorch's default)")
+        if "tf32_conv" in gpu:
+            tf32 += f", {'on' if gpu['tf32_conv'] else 'off'} for cuDNN convolutions"
     checks = [Check("GPU", OK, f"{gpu['name']}, {gpu['total'] / GIB:.1f} GiB, compute capability {major}.{minor}, "
                     f"{bf16}, {tf32}")]
     try:
@@ -168,8 +173,8 @@ def check_gpu(colab: bool) -> list[Check]:
     procs = users["processes"]
     if procs:
         who = ", ".join(f"pid {pid}: {mib / 1024:.1f} GiB" for pid, mib in procs[:3])
-        checks.append(Check("GPU to yourself", WARN, f"{len(procs)} other process(es) on this GPU ({who}): every "
-                            "timing in the course will be wrong while they run",
+        checks.append(Check("GPU to yourself", WARN, f"{_plural(len(procs), 'other process', 'es')} on this GPU "
+                            f"({who}): every timing in the course will be wrong while they run",
                             "stop them (`nvidia-smi` lists them; `kill <pid>` if they are yours) or ask for a GPU "
                             "of your own"))
     elif users["used_by_others"] > OWN_CONTEXT_ALLOWANCE:
@@ -270,8 +275,8 @@ def check_disk() -> Check:
                  f": {worst} is tight for a torch upgrade")
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def _plural(n: int, word: str, ending: str = "s") -> str:
+    return f"{n} {word}{'' if n == 1 else ending}"
 
 
 def check_cpu(fit: bool, torch_ok: bool = True) -> Check:

@@ -47,14 +47,15 @@ def probe_gpu() -> dict | None:
     import torch
 
     from .device import _bf16_hardware
+    from .op_costs import tf32_enabled  # reads torch 2.9's fp32_precision: the old getters raise once mixed with it
 
     if not torch.cuda.is_available():
         return None
     dev = torch.device("cuda", 0)
     props = torch.cuda.get_device_properties(dev)
     return {"name": props.name, "total": int(props.total_memory), "capability": (props.major, props.minor),
-            "bf16_hardware": bool(_bf16_hardware(dev)),
-            "tf32_on": bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"}
+            "bf16_hardware": bool(_bf16_hardware(dev)), "tf32_on": tf32_enabled("matmul"),
+            "tf32_conv": tf32_enabled("conv")}
 
 
 def _nvidia_smi_processes() -> list[tuple[int, int]] | None:
