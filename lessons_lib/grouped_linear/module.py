@@ -203,6 +203,9 @@ class GroupedLinear(nn.Module):
             raise ValueError(f"GroupedLinear takes a tensor, got {type(x).__name__}.")
         if x.dim() == 0:
             raise ValueError("GroupedLinear needs at least one dimension (the channels).")
+        if x.device.type != self.weight.device.type:  # a meta input into a CPU layer ran, and returned garbage
+            raise ValueError(f"The input is on {x.device} but this layer's parameters are on {self.weight.device}: "
+                             f"move one of them (layer.to({str(x.device)!r}) or x.to({str(self.weight.device)!r})).")
         d = _norm_dim(self.dim, x.dim())
         want = self.groups * self.in_features
         if x.shape[d] != want:
@@ -211,8 +214,8 @@ class GroupedLinear(nn.Module):
 
     @staticmethod
     def _signature(x: torch.Tensor, weight: torch.Tensor) -> tuple:
-        """What decides the strategy: the input, the weight's dtype, training or not, the tuning cache."""
-        return (x.shape, x.dtype, x.device, weight.dtype, _GENERATION[0],
+        """What decides the strategy: the input, the weight's dtype and device, training or not, the tuning cache."""
+        return (x.shape, x.dtype, x.device, weight.dtype, weight.device, _GENERATION[0],
                 torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -95,10 +95,19 @@ def einsum(x, weight, bias, dim=-1):
 
 def block_diagonal(x, weight, bias, dim=-1):
     """One plain GEMM against a (G·O, G·K) block-diagonal weight: G× the FLOPs (the zeros are
-    multiplied too) and the weight is rebuilt each call, but it is one launch and no layout copy."""
+    multiplied too) and the weight is rebuilt each call, but it is one GEMM and no layout copy.
+
+    Groups stay independent: 0 × NaN = NaN, so the zero blocks would carry a NaN or inf in one group's
+    input into every group's output. The GEMM therefore sees non-finite inputs as 0, and each group's
+    output in a row whose input had a NaN or inf in that group is NaN (separate Linears give NaN there
+    for a NaN; for an inf, ±inf where the weights' signs agree). Three elementwise passes, no host sync."""
     G, O, K = weight.shape
     rows, lead = _rows(x, dim, G * K)
-    y = F.linear(rows, torch.block_diag(*weight.unbind(0)), None if bias is None else bias.reshape(G * O))
+    finite = rows.isfinite()
+    clean = torch.where(finite, rows, rows.new_zeros(()))
+    y = F.linear(clean, torch.block_diag(*weight.unbind(0)), None if bias is None else bias.reshape(G * O))
+    poisoned = ~finite.view(-1, G, K).all(-1, keepdim=True)  # (rows, G, 1): a non-finite input in that group
+    y = y.view(-1, G, O).masked_fill(poisoned, float("nan")).view(-1, G * O)
     return _unrows(y, lead, dim, x.dim())
 
 

@@ -24,11 +24,15 @@ from .variants import _BASE, grouped_conv1d, grouped_mm, SlowGroups
 # --- reproduce --------------------------------------------------------------------------------------------
 
 
-def thread_models(params: dict, device=None, seed: int = 0) -> dict[str, nn.Module]:
+def thread_models(params: dict | None = None, device=None, seed: int = 0, **shape) -> dict[str, nn.Module]:
     """The thread's SlowGroups, its grouped Conv1d and GroupedLinear converted from the same
-    SlowGroups (so all three compute the same function), on `device`."""
+    SlowGroups (so all three compute the same function), on `device`. The shape (`params`, or keywords
+    such as groups=100, group_size=100) is checked, and its three copies of the weights must fit, before
+    anything is allocated."""
     dev = _device.pick(device)
-    G, K = params["groups"], params["group_size"]
+    p = LESSON.check({**(params or {}), **shape}, dev, torch.float32, memory=False)
+    G, K = p["groups"], p["group_size"]
+    _device.check_fits(3 * 4 * (G * K * K + G * K), dev, f"three copies of {G} Linears of {K}×{K}")
     torch.manual_seed(seed)
     slow = SlowGroups(G * K, G).to(dev)
     fast = GL.GroupedLinear.from_slow_groups(slow)

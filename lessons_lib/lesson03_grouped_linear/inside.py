@@ -111,6 +111,10 @@ def optimizer_timings(device=None, groups: int = 64, group_size: int = 32, min_r
     Adam's default here is what `torch.optim.optimizer._default_to_fused_or_foreach` picks: foreach only
     where every parameter is on a foreach device (CUDA, XPU, MTIA, ...), so a for loop on a CPU."""
     dev = _device.pick(device)
+    p = LESSON.check({"groups": groups, "group_size": group_size}, dev, torch.float32, memory=False)
+    G, K = p["groups"], p["group_size"]
+    # Both layouts' parameters, gradients and Adam's two state tensors: 8 copies of the weights and biases.
+    _device.check_fits(8 * 4 * (G * K * K + G * K), dev, f"Adam over {G} Linears of {K}×{K}, twice")
     steps = {}
     for label, shapes in ((OPT_LOOP, [(group_size, group_size), (group_size,)] * groups),
                           (OPT_STACKED, [(groups, group_size, group_size), (groups, group_size)])):

@@ -211,3 +211,19 @@ def test_auto_lays_the_weight_out_for_the_strategy_it_chose_and_the_next_call_sk
         GL.clear_cache()  # a cleared cache makes the last choice stale: the next call tunes again
         with pytest.raises(pytest.fail.Exception):
             layer(x)
+
+
+def test_an_input_on_another_device_than_the_layer_is_refused_in_one_line():
+    """A meta input into a CPU layer used to run and return a CPU tensor of garbage."""
+    layer = GroupedLinear(3, 4, 5, strategy="bmm")
+    with pytest.raises(ValueError, match=r"input is on meta but this layer's parameters are on cpu"):
+        layer(torch.randn(2, 12, device="meta"))
+    on_meta = GroupedLinear(3, 4, 5, device="meta")  # auto: refused before any tuning
+    with pytest.raises(ValueError, match=r"input is on cpu .* on meta"):
+        on_meta(torch.randn(2, 12))
+    assert on_meta(torch.randn(2, 12, device="meta")).device.type == "meta"
+    x = torch.randn(2, 12)
+    layer(x)  # the fast path remembers this input's signature...
+    layer.to("meta")
+    with pytest.raises(ValueError, match="input is on cpu"):  # ...and the parameters' device is part of it
+        layer(x)

@@ -78,3 +78,25 @@ def test_block_diagonal_refuses_a_weight_that_does_not_fit_before_allocating():
     layer.groups, layer.in_features, layer.out_features = 512, 512, 512
     with pytest.raises(ValueError, match="block_diagonal.*Available"):
         layer(torch.empty(2, 512 * 512, device="meta"))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("strategy", GL.STRATEGIES)
+def test_a_non_finite_input_stays_in_its_own_group(strategy, bad):
+    """Separate Linears keep a NaN or inf in group 0's input in group 0's output, at that position only.
+    block_diagonal's zero blocks multiplied it into every group (0 × NaN = NaN), and auto may pick it."""
+    G, K, O = 3, 8, 4
+    if strategy == "grouped_mm" and GL.grouped_mm_problem("cpu", torch.float32, K, O):
+        pytest.skip(GL.grouped_mm_problem("cpu", torch.float32, K, O))
+    torch.manual_seed(0)
+    layer = GroupedLinear(G, K, O, strategy=strategy, dim=1)
+    x = torch.randn(2, G * K, 5)
+    poisoned = x.clone()
+    poisoned[0, 1, 2] = bad  # group 0, batch 0, position 2
+    with torch.no_grad():
+        clean, got = layer(x), layer(poisoned)
+    assert torch.equal(got[:, O:], clean[:, O:]), "groups 1 and 2 changed"
+    assert not torch.isfinite(got[0, :O, 2]).any(), "group 0 at the poisoned position should not be finite"
+    keep = torch.ones_like(clean, dtype=torch.bool)
+    keep[0, :O, 2] = False
+    assert torch.equal(got[keep], clean[keep])

@@ -1,9 +1,12 @@
 """Lesson 03 (many small Linear layers in parallel, forum seed 002): look inside (inside.py)."""
 
 import pytest
+import torch
 
+import lessons_lib.device
 from lessons_lib import lesson03_grouped_linear as L
-from .helpers import SMALL
+from lessons_lib.lesson03_grouped_linear import evidence
+from .helpers import SMALL, _boom
 
 
 # --- look inside (meta traces: the same on every machine) ------------------------------------------------
@@ -79,3 +82,28 @@ def test_the_adam_comparison_tells_the_harness_where_it_runs(monkeypatch):
     monkeypatch.setattr(noise, "compare", lambda fns, **kw: seen.update(kw) or "compared")
     assert inside.optimizer_timings("cpu", groups=2, group_size=4) == "compared"
     assert str(seen["device"]) == "cpu"
+
+
+@pytest.mark.parametrize("call", [
+    lambda: L.optimizer_timings("cpu", groups=4096, group_size=4096),
+    lambda: evidence.thread_models(groups=4096, group_size=4096),
+    lambda: evidence.thread_models({"groups": 4096, "group_size": 4096}),
+    lambda: L.optimizer_timings("cpu", groups=0),
+])
+def test_optimizer_timings_and_thread_models_refuse_a_bad_shape_before_allocating(monkeypatch, call):
+    """Both allocated 2·4096 Linears of 4096×4096 (tens of GiB) before anything said no."""
+    monkeypatch.setattr(torch, "zeros", _boom)
+    monkeypatch.setattr(evidence, "SlowGroups", _boom)
+    with pytest.raises(ValueError) as err:
+        call()
+    assert "\n" not in str(err.value)
+
+
+def test_optimizer_timings_and_thread_models_refuse_what_does_not_fit(monkeypatch):
+    monkeypatch.setattr(lessons_lib.device, "available_bytes", lambda device: 2**20)
+    monkeypatch.setattr(torch, "zeros", _boom)
+    monkeypatch.setattr(evidence, "SlowGroups", _boom)
+    with pytest.raises(ValueError, match="Adam over 64 Linears of 64×64"):
+        L.optimizer_timings("cpu", groups=64, group_size=64)
+    with pytest.raises(ValueError, match="three copies of 64 Linears"):
+        evidence.thread_models(groups=64, group_size=64, device="cpu")
