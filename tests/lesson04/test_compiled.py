@@ -4,7 +4,7 @@ toolkit module)."""
 import pytest
 import torch
 
-from lessons_lib import compiling, timing
+from lessons_lib import compiling, timing, trace
 from lessons_lib.lesson04_launch_overhead import compiled, lessons, variants
 from .helpers import DEVICES, SMALL
 
@@ -129,3 +129,44 @@ def test_compiled_run_names_the_regimes_and_slower_is_slower():
 def test_compile_and_compare_explains_or_runs_on_each_device(device, monkeypatch):
     monkeypatch.setattr(compiling, "problem", lambda *a, **k: "no compiler here.")
     assert str(compiled.compile_and_compare(SMALL, device)) == "torch.compile was not run: no compiler here."
+
+
+# --- a trace must not turn a compiled function back into eager code ---------------------------------
+def _counting_backend():
+    calls = []
+
+    def backend(gm, example_inputs):
+        def run(*args):
+            calls.append(1)
+            return gm.forward(*args)
+        return run
+
+    return backend, calls
+
+
+def test_a_trace_on_meta_leaves_a_compiled_function_compiled():
+    # Dynamo skips a frame called under a dispatch mode and keeps that skip for the code object: before the
+    # fix, one trace_ops of the compiled function (on meta) made every later call run eagerly (the H200's
+    # "fused 1.00x eager").
+    backend, calls = _counting_backend()
+    fn = torch.compile(variants.pseudo_linear, backend=backend, dynamic=True)
+    inputs = lessons.make_inputs(SMALL, "cpu", torch.float32)
+    fn(*inputs)
+    trace.trace_ops(fn, *trace.on_meta(*inputs))
+    before = len(calls)
+    fn(*inputs)
+    assert len(calls) == before + 1, "the compiled graph no longer runs after a trace"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_and_compare_times_the_compiled_graph(device, monkeypatch):
+    # On CUDA, Lesson.check_correct traces each variant on meta (may_use_tf32: GEMMs and convolutions differ in
+    # TF32 by default), the compiled one too: the timed "compiled" side must still run the compiled graph.
+    backend, calls = _counting_backend()
+    real = compiling.compile_cold
+    monkeypatch.setattr(compiling, "compile_cold",
+                        lambda fn, *inputs, **kw: real(fn, *inputs, backend=backend, dynamic=True))
+    cr = compiled.compile_and_compare(SMALL, device, min_run_time=0.01)
+    assert cr.compiled.ok, cr.compiled.problem
+    timed = cr.fused.calls_per_sample * len(cr.fused.samples)
+    assert len(calls) >= timed, f"{len(calls)} compiled calls for {timed} timed ones"
