@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from .. import device as _device
 from ..grading import Verdict, analyse_reader, call_reader, rel_error, speed_check
-from ..trace import COPY_OPS, trace_ops
+from ..trace import COPY_OPS, OpTrace, _Recorder
 from .lessons import THREAD_SHAPE
 from .variants import slow_groups
 
@@ -48,6 +48,70 @@ def _exercise_reference(x, w, b, G):
     return F.conv1d(x.double(), w.double(), b.double(), groups=G)
 
 
+TOLERANCE = 1e-4  # float32 against float64 at these shapes: ~1e-7 when right
+PARTS = ("the output", "the gradient of x", "the gradient of weight", "the gradient of bias")
+
+
+def _n(count: int, noun: str) -> str:
+    """'1 convolution', '2 convolutions'."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _shape_words(shape: tuple) -> str:
+    return "N, G, K, O, L = " + ", ".join(map(str, shape))
+
+
+def _correctness_detail(errors: list[tuple[tuple, list[float]]]) -> str:
+    """Which of the output and the three gradients is off, by how much, where, and where to look."""
+    worst = [max(errs[i] for _s, errs in errors) for i in range(len(PARTS))]
+    off = [i for i, e in enumerate(worst) if e >= TOLERANCE]
+    first = next(shape for shape, errs in errors if max(errs) >= TOLERANCE)
+    held = [shape for shape, errs in errors if max(errs) < TOLERANCE and min(shape[1:4]) > 1]  # not 1 × 1 × 1
+
+    def size(e: float) -> str:
+        return "NaN, inf or a wrong shape" if e == math.inf else f"relative error {e:.1e}"
+
+    if 0 in off:
+        what = (f"{PARTS[0]} is off ({size(worst[0])}, first at {_shape_words(first)}): check how x is viewed as "
+                "(N, G, K, L) and the conv's weight (G·O, K, 1) as (G, O, K); group g's outputs are channels "
+                "g·O to g·O + O − 1")
+    else:
+        parts = " and ".join(PARTS[i] for i in off)
+        what = (f"{PARTS[0]} matches, but {parts} {'does' if len(off) == 1 else 'do'} not "
+                f"({size(max(worst[i] for i in off))}, first at {_shape_words(first)}): something reaches the "
+                "output outside autograd (.data, .detach(), an in-place write, torch.no_grad)")
+    if held:
+        what += (f"; it holds at {_shape_words(held[0])}, so look for a size your code assumes "
+                 "(K = O, or a fixed number)")
+    return what
+
+
+def _trace_with_lines(fn, *args) -> OpTrace:
+    """The op trace of fn(*args), each op with the reader's line of code that dispatched it."""
+    t = OpTrace()
+    with _Recorder(t, lines=True):
+        fn(*args)
+    return t
+
+
+def _copies_detail(big: list, act: int) -> str:
+    """Each activation-sized copy: the reader's line that made it, the op, its size and what it costs."""
+    by_line: dict[str, list] = {}
+    for op in big:
+        where = op.where
+        text = where.text if where is not None else ""
+        line = f"`{text if len(text) <= 72 else text[:71] + '…'}`" if text else "your code"
+        by_line.setdefault(line, []).append(op)
+    parts = []
+    for line, ops in by_line.items():
+        moved = sum(op.accessed_bytes for op in ops)
+        what = ", ".join(f"{op.name} {'×'.join(map(str, op.out_shapes[0]))}" for op in ops)
+        parts.append(f"{line} copies the activations ({what}: {_device.fmt_bytes(moved)} read and written a call "
+                     f"at N, G, K, L = {', '.join(map(str, EXERCISE_META[:3]))}, {EXERCISE_META[4]}, "
+                     f"{moved / act:.0f}× what the GEMM itself reads of x)")
+    return "; ".join(parts) + "; view x as (N, G, K, L) instead, and let the GEMM read it in place"
+
+
 def check_exercise(fn) -> Verdict:
     """Grade the rewrite: output and gradients against float64 at odd shapes (NaN/inf fail), then from
     its op trace on meta: exactly one GEMM, no convolution, and no copy as large as the activations
@@ -57,7 +121,7 @@ def check_exercise(fn) -> Verdict:
         v.check("is a function", False, f"got {type(fn).__name__}; pass the function itself")
         return v
     gen = torch.Generator().manual_seed(0)
-    worst = 0.0
+    errors = []  # (shape, [output, dx, dW, db] relative errors)
     for N, G, K, O, L in EXERCISE_SHAPES:
         x, w, b = _exercise_inputs(N, G, K, O, L, gen)
         g = torch.randn(N, G * O, L, generator=gen)
@@ -78,32 +142,34 @@ def check_exercise(fn) -> Verdict:
 
         got, problem = call_reader(forward_backward, *leaves)
         if problem is None and any(t is None for t in got):
-            problem = "x, weight or bias got no gradient"
+            missing = [name for name, t in zip(("x", "weight", "bias"), got[1:]) if t is None]
+            problem = (f"{' and '.join(missing)} got no gradient: the output does not depend on "
+                       f"{'it' if len(missing) == 1 else 'them'} through autograd (.data, .detach(), torch.no_grad?)")
         if problem:
             v.check(f"runs forward and backward at N, G, K, O, L = {N}, {G}, {K}, {O}, {L}", False, problem)
             return v
-        worst = max(worst, rel_error(list(got), [ref, *ref_grads]))
+        errors.append(((N, G, K, O, L), [rel_error(a, r) for a, r in zip(got, [ref, *ref_grads])]))
+    worst = max(e for _shape, errs in errors for e in errs)
     v.check(f"output and gradients match float64 at {len(EXERCISE_SHAPES)} shapes (odd ones included)",
-            worst < 1e-4, "NaN, inf or a wrong shape" if worst == math.inf else
-            (f"worst relative error {worst:.1e}" if worst >= 1e-4 else ""))
+            worst < TOLERANCE, _correctness_detail(errors) if worst >= TOLERANCE else "")
 
     N, G, K, O, L = EXERCISE_META
 
     def inputs(device):
         return _exercise_inputs(N, G, K, O, L, torch.Generator().manual_seed(1), device)
 
-    t, _where, problem = analyse_reader(lambda x, w, b: trace_ops(fn, x, w, b), inputs)
+    t, _where, problem = analyse_reader(lambda x, w, b: _trace_with_lines(fn, x, w, b), inputs)
     if problem:
         v.check("can be traced", False, problem)
         return v
     v.check("runs exactly one GEMM", len(t.gemms) == 1,
             f"found {len(t.gemms)}" + (f": {', '.join(op.name for op in t.gemms[:4])}" if t.gemms else "")
-            + (f" and {len(t.convolutions)} convolution(s)" if t.convolutions else ""))
+            + (f" and {_n(len(t.convolutions), 'convolution')}" if t.convolutions else ""))
     act = N * G * K * L * 4
     big = [op for op in t.ops if op.name in COPY_OPS and op.write_bytes >= act]
     small = [op for op in t.ops if op.name in COPY_OPS and op.write_bytes < act]
-    v.check("copies no activations (no transpose + contiguous, no cat)", not big,
-            ", ".join(f"{op.name} of {'x'.join(map(str, op.out_shapes[0]))}" for op in big) or
+    v.check("copies no activations (x is only viewed)", not big,
+            _copies_detail(big, act) if big else
             (f"a {_device.fmt_bytes(sum(op.write_bytes for op in small))} copy of the weight, fine" if small else ""))
     if _device.has_cuda() and not getattr(torch.cuda, "_course_simulated", False):
         v.on_gpu(*gpu_speed_check(fn))

@@ -27,21 +27,54 @@ def test_checker_passes_the_batched_form():
 def test_checker_fails_the_starter_on_the_trace_not_on_correctness():
     text = str(L.check_exercise(L.exercise_starter))
     assert "✓ output and gradients match float64" in text
-    assert "✗ runs exactly one GEMM (found 0 and 1 convolution(s))" in text
+    assert "✗ runs exactly one GEMM (found 0 and 1 convolution)" in text
 
 
 def test_checker_fails_the_loop_on_gemms_and_the_cat():
     text = str(L.check_exercise(exercise.exercise_loop))
     assert "✗ runs exactly one GEMM (found 16" in text
-    assert "✗ copies no activations" in text and "cat of 8x128x512" in text
+    assert "✗ copies no activations" in text and "cat 8×128×512" in text and "`return torch.cat(" in text
 
 
-def test_checker_fails_a_copy_of_the_activations():
+def test_checker_fails_a_copy_of_the_activations_and_names_the_line_that_made_it():
+    """It named "clone of 16x32x8x128x1" for an einsum whose permute + reshape the reader never wrote as such."""
     def with_copy(x, weight, bias):
-        return _solution(x.contiguous(memory_format=torch.contiguous_format).clone(), weight, bias)
+        x2 = x.transpose(1, 2).contiguous().transpose(1, 2)
+        return _solution(x2, weight, bias)
+
+    def with_einsum(x, weight, bias):
+        N, C, Lx = x.shape
+        K = weight.shape[1]
+        G, O = C // K, weight.shape[0] // (C // K)
+        y = torch.einsum("gok,ngkl->ngol", weight.view(G, O, K), x.view(N, G, K, Lx)) + bias.view(G, O, 1)
+        return y.reshape(N, G * O, Lx)
 
     text = str(L.check_exercise(with_copy))
-    assert "✗ copies no activations" in text and "clone" in text
+    assert "✗ copies no activations" in text and "`x2 = x.transpose(1, 2).contiguous().transpose(1, 2)` copies" in text
+    assert "2× what the GEMM itself reads of x" in text  # what it costs
+    text = str(L.check_exercise(with_einsum))
+    assert "✗ copies no activations" in text and '`y = torch.einsum("gok,ngkl->ngol"' in text and "clone" in text
+
+
+class _DoubledGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        return t.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
+@pytest.mark.parametrize("fn, expected", [
+    (lambda x, w, b: _solution(x, w.view(-1, w.shape[1], 1).flip(0), b), "the output is off (relative error"),
+    (lambda x, w, b: _solution(x, w, _DoubledGrad.apply(b)), "the output matches, but the gradient of bias does not"),
+    (lambda x, w, b: _solution(x, w.detach(), b), "weight got no gradient"),
+])
+def test_a_wrong_answer_is_told_whether_the_output_or_which_gradient_is_off(fn, expected):
+    """It said only "worst relative error 1.5e+00": not output or gradient, nor where to look."""
+    text = str(L.check_exercise(fn))
+    assert expected in text and "✗" in text
 
 
 @pytest.mark.parametrize("fn, expected", [
