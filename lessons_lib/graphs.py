@@ -139,16 +139,35 @@ def capture(fn, *inputs, warmup: int = 3, copy_inputs: bool = True) -> Captured:
     pool = torch.cuda.graph_pool_handle()  # named here, so that a failed capture's pool can be closed
     graph = torch.cuda.CUDAGraph()
     t0 = time.perf_counter()
-    try:
-        with torch.cuda.graph(graph, pool=pool, stream=side):
-            out = fn(*static)
-    except BaseException:
-        with contextlib.suppress(Exception):  # the capture's own error is the one to see
-            recover_from_failed_capture(caller, side, pool, graph)
-        raise
+    failed = None
+    with warnings.catch_warnings(record=True) as seen:
+        try:
+            with torch.cuda.graph(graph, pool=pool, stream=side):
+                out = fn(*static)
+        except BaseException as err:
+            failed = err
+            with contextlib.suppress(Exception):  # the capture's own error is the one to see
+                recover_from_failed_capture(caller, side, pool, graph)
+    _warn_again(seen, drop=_EMPTY_GRAPH if failed is not None else None)
+    if failed is not None:
+        raise failed
     torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     return Captured(graph, static, out, seconds, _memory() - before, pool)
+
+
+# What CUDAGraph::capture_end warns when a capture recorded no kernel (aten/src/ATen/cuda/CUDAGraph.cpp). After a
+# failure torch raised before CUDA saw anything (a pageable host copy: Copy.cu's "Cannot copy between CPU and CUDA
+# tensors during CUDA graph capture"; an optimizer's health check), that empty graph is the failure's echo, not news.
+_EMPTY_GRAPH = "The CUDA Graph is empty"
+
+
+def _warn_again(seen, drop: str | None = None) -> None:
+    """Re-issue the warnings caught around a capture (the caller's filters apply as usual), less those starting
+    with `drop`."""
+    for w in seen:
+        if drop is None or not str(w.message).startswith(drop):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def recover_from_failed_capture(stream, capture_stream=None, pool=None, graph=None) -> list[str]:
@@ -178,7 +197,8 @@ def recover_from_failed_capture(stream, capture_stream=None, pool=None, graph=No
     if pool is not None and _close_pool(pool):
         done.append("closed the capture's private pool and released it")
     _clear_generator_capture_mode(capture_stream or torch.cuda.Stream())
-    done.append("cleared the CUDA generator's capture mode (an empty capture's epilogue)")
+    done.append("ran an empty capture, whose epilogue takes the CUDA generator out of capture mode if the failure "
+                "left it there")
     with contextlib.suppress(Exception):
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -206,7 +226,7 @@ def _clear_generator_capture_mode(stream) -> None:
     the default generator's capture flag (torch 2.9 to 2.12; harmless on 2.13). Only public calls."""
     g = torch.cuda.CUDAGraph()
     with warnings.catch_warnings(), torch.cuda.stream(stream):
-        warnings.simplefilter("ignore")  # "The CUDA Graph is empty"
+        warnings.filterwarnings("ignore", message=_EMPTY_GRAPH)
         g.capture_begin()
         g.capture_end()
     g.reset()

@@ -2,10 +2,13 @@
 
     python .ci/gpu-probes/lesson05.py
 
-1. A failed capture by hand (torch.cuda.graph of .item()): which stream is current after it, whether the next
-   torch.randn raises, and whether graphs.recover_from_failed_capture undoes both (and the pool's memory).
+1. A failed capture by hand (torch.cuda.graph of .item(), its inputs made and warmed up before): which stream is
+   current after it, whether the next torch.randn raises, and whether graphs.recover_from_failed_capture undoes both
+   (and the pool's memory). (2026-11-26, H200: with the inputs made inside the capture, their pageable copy failed
+   first, cleanly: nothing was left behind.)
 2. Seed 003 at width 512: eager, make_graphed_callables and the whole step captured, per kind (paired rounds), the
-   gradient accumulations left eager, the AccumulateGrad stream warning, and per graphed step the CUDA API calls
+   gradient accumulations left eager, the AccumulateGrad stream warning (taught, not on stderr), and per graphed step
+   the CUDA API calls
    the profiler sees (kernel launches, graph launches, event records, stream waits) and host time.
 3. The kernel-bound shape: the replay alone and with the input copies, against eager, with the model's figures.
 4. SGD with a device-tensor lr: foreach fails to capture; fused=True captures and lr.fill_ reaches the replay.
@@ -85,7 +88,7 @@ def seed_experiment():
     print("left eager:", r["left_eager"])
     low, high, whole = on_gpu.graphed_band(r["params"], "cuda")
     print(f"band for the graphed ratio {low:.2f}-{high:.2f} (whole-step model {whole:.2f}); measured {r['ratio']}")
-    print("warnings:", sorted({str(w.message)[:80] for w in seen}))
+    print("taught (r['warned']):", r["warned"], "| leaked to stderr:", sorted({str(w.message)[:80] for w in seen}))
     for kind in ("Linear", "PseudoLinear"):
         x = torch.randn(64, 512, device="cuda", requires_grad=True)
         g = torch.randn(64, 512, device="cuda")

@@ -135,6 +135,7 @@ def widths_above_cap(gpu: str = "T4") -> str:
     caps = [graph_gain_cap(d, gpu) for d in (est.low, est.high)]
     if not est.decided or found[0] != found[2]:
         return f"the model's cap on any step's gain from graphs: ×{caps[0]:.2f} to ×{caps[1]:.2f}; " + est.not_decided()
+    above = found[1]
+    where = f"width {above[0]}" if len(above) == 1 else f"widths {', '.join(map(str, above))}" if above else "no width"
     return (f"the model's cap on any step's gain from graphs, with this host's dispatch: ×{graph_gain_cap(est.median, gpu):.2f}"
-            f" (×{caps[0]:.2f} to ×{caps[1]:.2f} over the measurement's spread); reported rises above it at "
-            f"width(s): {', '.join(map(str, found[1])) or 'none'}")
+            f" (×{caps[0]:.2f} to ×{caps[1]:.2f} over the measurement's spread); reported rises above it at {where}")

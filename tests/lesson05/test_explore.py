@@ -38,7 +38,18 @@ def test_the_gpu_explorer_times_eager_and_the_graph_with_its_capture_cost(one_th
     run, fig = explore.explorer("cuda").run(width=16, batch=8, layers=2)
     assert {"eager", "CUDA graph"} <= set(run.timings)
     assert run.prepare_seconds["CUDA graph"] > 0
+    assert run.work["CUDA graph"].launches == 1 and run.work["eager"].launches > 1  # a replay is one launch
     plt.close(fig)
+
+
+def test_a_replayed_graph_is_one_launch_of_the_eager_steps_work():
+    # The H200's recorded file drew a floor of 38 launches (272 µs) beside a replay measured at 82 µs
+    p = {"width": 512, "batch": 64, "layers": 4}
+    eager, work = lessons.LESSON.work(p)["eager"], explore.replayed_work(p)
+    assert set(work) == set(explore.REPLAYED) and eager.launches == 38
+    for w in work.values():
+        assert w.launches == 1 and (w.flops, w.bytes) == (eager.flops, eager.bytes)
+    assert explore.explorer("cpu").work_of is explore.replayed_work
 
 
 # --- recorded results --------------------------------------------------------------------------------

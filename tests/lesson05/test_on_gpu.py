@@ -79,16 +79,58 @@ def test_the_seed_experiment_refuses_a_shape_that_does_not_fit_before_allocating
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
-def test_a_failed_capture_is_shown_then_cleaned_up():
+def test_a_failed_capture_is_shown_then_cleaned_up(monkeypatch):
+    from lessons_lib.lesson05_cuda_graphs import catalogue
+
+    made = catalogue._xy
+
+    def made_outside(device):  # inside, their pageable copy fails first and ends the capture cleanly (the H200 run)
+        assert not torch.cuda.is_current_stream_capturing(), "the demo made its inputs inside the capture"
+        return made(device)
+
+    monkeypatch.setattr(catalogue, "_xy", made_outside)
     text = on_gpu.failed_capture_demo("cuda")
     assert "operation not permitted" in text and "recover_from_failed_capture" in text
     assert text.count("the one from before") == 1 and text.endswith("torch.randn works")
+    assert "if the failure left it there" in text  # the empty capture is said to run, not to have found a flag
     torch.randn(2, device="cuda")
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
-def test_graph_parts_time_the_replay_and_the_input_copies_apart():
+def test_the_seed_experiment_teaches_the_accumulate_grad_warning_and_drops_cublas_context_noise(monkeypatch):
+    import warnings
+
+    from lessons_lib import graphs
+
+    def experiment(*_a):  # what the H200 printed to stderr in cell 6, and one warning the lesson does not teach
+        warnings.warn("Attempting to run cuBLAS, but there was no current CUDA context! Attempting to set the "
+                      "primary context...")
+        warnings.warn(on_gpu.ACCUMULATE_GRAD_WARNING + " the stream of the node that produced the incoming "
+                      "gradient. This may incur unnecessary synchronization and break CUDA graph capture ...")
+        warnings.warn("something else")
+        return {"params": {}}
+
+    monkeypatch.setattr(graphs, "graphed_callables_problem", lambda: None)
+    monkeypatch.setattr(on_gpu, "_seed_experiment", experiment)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        r = on_gpu.graphed_callables_ratio(16, batch=4, layers=2, device="cuda")
+    assert [str(w.message) for w in seen] == ["something else"]
+    assert r["warned"] == [on_gpu.ACCUMULATE_GRAD_WARNING + " the stream of the node that produced the incoming "
+                           "gradient."]
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
+def test_graph_parts_time_the_replay_and_the_input_copies_apart(monkeypatch):
+    made, xs = [], []
+    make, step = on_gpu.make_inputs, on_gpu.eager_step
+    monkeypatch.setattr(on_gpu, "make_inputs", lambda *a: made.append(make(*a)) or made[-1])
+    monkeypatch.setattr(on_gpu, "eager_step", lambda *t: xs.append(t[0]) or step(*t))
     parts = on_gpu.graph_parts({"width": 16, "batch": 4, "layers": 2}, "cuda", max_time=1.0)
+    # eager is timed on leaves of its own: on the graph's static leaves, whose AccumulateGrad nodes the graph's output
+    # keeps alive from the capture stream, each gradient would wait across streams (the H200 warned of it here)
+    static, timed = made[0][0], xs[4:]  # three warm-up calls and the capture, then the timed eager calls
+    assert all(x is static for x in xs[:4]) and timed and all(x is made[2][0] for x in timed)
     assert set(parts.comparison.names) == {"eager", "graph replay", "graph replay + copies in"}
     assert parts.copy_bytes == 2 * 4 * (2 * 4 * 16 + 2 * 2 * 16) and 0 < parts.copies_model < 1
     assert "replay alone" in str(parts)
