@@ -71,3 +71,14 @@ def test_targets_read_a_gpu_section():
         ("graph replay + input copies, kernel-bound step", True)]
     sec["kernel_bound"]["parts"]["replay"] = 0.88  # the H200's figure with the copies counted: not the replay's bar
     assert [t["ok"] for t in explore.targets("cuda", sec)] == [True, False, True]
+
+
+def test_recorded_graph_rows_have_one_launch_and_a_floor_below_the_measurement():
+    from lessons_lib import results
+
+    rows = [(rec.label(), name, row) for rec in results.for_lesson(lessons.KEY, kinds="measured")
+            for key in ("headline", "overhead_bound", "kernel_bound")
+            for name, row in rec.lessons[lessons.KEY].get(key, {}).get("variants", {}).items()
+            if name in explore.REPLAYED]
+    for label, name, row in rows:  # the H200 file drew 272 µs (38 launches) beside an 82 µs replay
+        assert row["launches"] == 1 and row["floor"] <= row["median"], (label, name, row)
