@@ -122,9 +122,10 @@ def paired_check(grid: Grid, rounds: int = 5, max_rounds: int = 9, min_run_time:
     return out
 
 
-def grid_table(grid: Grid) -> str:
+def grid_table(grid: Grid, recorded: bool = False) -> str:
     """The winner at each point (auto excluded: it runs one of the others), the loop's and the Conv1d's
-    time over the winner's, and auto's (the tuning is not in it) where the grid has auto."""
+    time over the winner's, and auto's (the tuning is not in it) where the grid has auto. recorded: the grid
+    comes from a recorded file (its noisy points were not decided when it was recorded: no rerun helps)."""
     wins, loop_r, conv_r = grid.winners(), grid.ratio("loop (SlowGroups)"), grid.ratio("grouped Conv1d")
     auto_r = grid.ratio(AUTO) if AUTO in grid.medians else None
     rows = [("groups", "group size", "fastest", "loop / fastest", "Conv1d / fastest",
@@ -136,37 +137,60 @@ def grid_table(grid: Grid) -> str:
             flagged += bool(noisy)
             rows.append((str(G), str(K), _winner_words(grid, i, j, noisy), f"{loop_r[i][j]:.2f}×", f"{conv_r[i][j]:.2f}×",
                          *((f"{auto_r[i][j]:.2f}×",) if auto_r else ()), f"⚠ {len(noisy)}" if noisy else ""))
-    note = (f"\n⚠ {flagged} point(s) have noisy timings (spread over a quarter of the median: a busy machine): "
-            "their winner is not decided on this run; rerun on a quieter machine." if flagged else "")
+    undecided = sum(_cell(grid, i, j)[0] == UNDECIDED for i in range(len(grid.groups)) for j in range(len(grid.sizes)))
+    note = ""
+    if flagged:
+        points = f"{flagged} {'point has' if flagged == 1 else 'points have'}"
+        verdict = (f"{undecided} of them {'was' if undecided == 1 else 'were'} not decided when recorded (the "
+                   "machine was busy then; the explorer's Sweep measures this one)" if recorded else
+                   f"where the winner or the runner-up is among them ({undecided}), the winner is not decided on "
+                   "this run; rerun on a quieter machine")
+        note = (f"\n⚠ {points} noisy timings (spread over a quarter of the median: a busy machine): {verdict}.")
     return text_table(rows) + note
 
 
-def _winner_words(grid: Grid, i: int, j: int, noisy: list[str]) -> str:
-    """The winner at one point as the noise rule allows from one pass: "a ≈ b" within noise.TIE, and
-    "not decided" when the winner or the runner-up was timed noisy."""
+UNDECIDED = "not decided"
+
+
+def _cell(grid: Grid, i: int, j: int) -> tuple[str, str, str]:
+    """One point as the noise rule allows from one pass: (kind, best, runner-up), kind "winner", "tie" (within
+    noise.TIE) or UNDECIDED (the winner or the runner-up was timed noisy)."""
     order = sorted(grid.contenders(), key=lambda n: grid.medians[n][i][j])
     if len(order) == 1:
-        return order[0]
+        return "winner", order[0], ""
     best, second = order[0], order[1]
+    noisy = grid.noisy[i][j] if grid.noisy else []
     if best in noisy or second in noisy:
-        return f"not decided ({best}?)"
+        return UNDECIDED, best, second
     if grid.medians[second][i][j] <= (1 + noise.TIE) * grid.medians[best][i][j]:
-        return f"{best} ≈ {second}"
-    return best
+        return "tie", best, second
+    return "winner", best, second
+
+
+def _winner_words(grid: Grid, i: int, j: int, noisy: list[str] | None = None) -> str:
+    """The winner at one point in words: "a", "a ≈ b" (a tie), or "not decided (a?)"."""
+    kind, best, second = _cell(grid, i, j)
+    return {"winner": best, "tie": f"{best} ≈ {second}", UNDECIDED: f"{UNDECIDED} ({best}?)"}[kind]
 
 
 def heatmap(grid: Grid, title: str = ""):
-    """The crossover map: the winner at each (groups, group size), coloured by variant, annotated with
-    the loop's time over the winner's."""
+    """The crossover map: each (groups, group size) coloured by its winner where the noise rule decides one,
+    grey where it does not (the table's "not decided": the winner or the runner-up timed noisy), and annotated
+    with the loop's time over the fastest's (and "tie" where the runner-up is within 5%: the cell takes the
+    faster one's colour; the table names both)."""
     from .. import plots
 
     names = list(grid.medians)
     order = [v.name for v in with_variants(LESSON, auto=True, forum=True).variants]
-    order += [n for n in names if n not in order]
+    order += [n for n in names if n not in order] + [UNDECIDED]
+    colors = {**plots.variant_colors(order), UNDECIDED: "#9a9a9a"}
+    cells = [[_cell(grid, i, j) for j in range(len(grid.sizes))] for i in range(len(grid.groups))]
+    winners = [[best if kind != UNDECIDED else UNDECIDED for kind, best, _ in row] for row in cells]
     loop_r = grid.ratio("loop (SlowGroups)") if "loop (SlowGroups)" in names else None
-    notes = [[f"loop {r:.1f}×" for r in row] for row in loop_r] if loop_r else None
-    return plots.winner_map(grid.groups, grid.sizes, grid.winners(), order, notes,
-                            xlabel="group size (features per group)", ylabel="groups",
+    notes = [[(f"loop {loop_r[i][j]:.1f}×" if loop_r else "") + ("\ntie (5%)" if kind == "tie" else "")
+              for j, (kind, _best, _second) in enumerate(row)] for i, row in enumerate(cells)]
+    return plots.winner_map(grid.groups, grid.sizes, winners, order, notes,
+                            xlabel="group size (features per group)", ylabel="groups", colors=colors,
                             title=title or f"fastest variant ({'training step' if grid.training else 'forward'}, "
                                            f"{grid.device})")
 

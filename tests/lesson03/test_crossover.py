@@ -6,6 +6,7 @@ import matplotlib.figure
 import matplotlib.pyplot as plt
 import pytest
 
+from lessons_lib import plots
 from lessons_lib.grouped_linear import tuning as GL_tuning  # where tuning reads _CACHE and TUNE_BUDGET_S
 from lessons_lib import lesson03_grouped_linear as L
 from lessons_lib.lesson03_grouped_linear import crossover, lessons
@@ -82,3 +83,20 @@ def test_paired_check_judges_against_whichever_of_the_grids_two_fastest_the_roun
     out, orders = _scripted_paired_check(monkeypatch, grid_loop=0.8, loop_in_rounds=3.0)
     assert orders[0][:3] == [lessons.AUTO, "loop (SlowGroups)", "grouped Conv1d"]
     assert out["against"] == [["grouped Conv1d"]] and out["ratios"] == [[1.05]]
+
+
+def test_the_heatmap_colours_only_decided_winners_and_a_recorded_table_says_so(monkeypatch):
+    """The recorded map coloured 8 of 9 forward points as firm winners where its table said "not decided",
+    and a recorded file told the reader to "rerun on a quieter machine"."""
+    medians = {"loop (SlowGroups)": [[3.0, 3.0]], "bmm, rows first": [[1.0, 1.0]], "grouped Conv1d": [[1.5, 1.02]]}
+    grid = crossover.Grid([4], [8, 16], {}, False, medians, "cpu", noisy=[[["bmm, rows first"], []]])
+    drawn = {}
+    monkeypatch.setattr(plots, "winner_map", lambda rows, cols, winners, order, notes, **kw: drawn.update(
+                            winners=winners, notes=notes, colors=kw["colors"], order=order))
+    L.heatmap(grid)
+    assert drawn["winners"] == [[crossover.UNDECIDED, "bmm, rows first"]]  # noisy winner: grey; a tie: its colour
+    assert drawn["notes"] == [["loop 3.0×", "loop 3.0×\ntie (5%)"]]
+    assert drawn["colors"][crossover.UNDECIDED] != drawn["colors"]["bmm, rows first"]
+    live, recorded = L.grid_table(grid), L.grid_table(grid, recorded=True)
+    assert "rerun on a quieter machine" in live and "rerun" not in recorded
+    assert "1 of them was not decided when recorded" in recorded and "1 point has noisy timings" in recorded
