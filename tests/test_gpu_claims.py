@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from lessons_lib import memory, roofline
+from lessons_lib import memory, roofline, timing
 from lessons_lib.lesson01_broadcast_matmul import exercise as exercise01
 from lessons_lib.lesson01_broadcast_matmul import explore as explore01
 from lessons_lib.lesson01_broadcast_matmul import variants as variants01
@@ -124,16 +124,30 @@ def test_gpu_einsum_beats_broadcast_by_the_modelled_margin():
     assert ratio >= bar, f"einsum {ratio:.2f}× faster than broadcast matmul; the model with margin asks {bar:.2f}×"
 
 
+def _host_per_call(fn, *inputs, device) -> float:
+    """Host seconds per call of `fn`: calls queued back to back, the GPU not waited for (lesson 00's no-sync
+    timer, which times the launches: what it is wrong about is the kernels). 50 calls of a few kernels stay far
+    inside CUDA's launch queue, so none waits for the GPU; the least of 5 repeats."""
+    return min(timing.wrong_no_sync(fn, *inputs, repeats=50, device=device).median for _ in range(5))
+
+
 @pytest.mark.gpu
 def test_gpu_einsum_runs_near_its_floor():
+    # The harness times back-to-back calls: the larger of the GPU's time and the host's. The model's GPU side
+    # (tile quantisation, the bias add, one launch) is `_einsum_floor_bar`; the host side is measured here, now,
+    # in this process: einsum is a parse, views, a bmm and an add, not one launch. On the H200 the record and
+    # notebook 01 timed einsum at 53.8 and 51.3 µs (bar 2.18 x floor 25.7 µs = 56 µs) and the claim test, in a
+    # process that had run torch.profiler sessions and an Inductor compile before it, at 93.5 µs.
     dev = torch.device("cuda")
     run = explore01.LESSON.run(SEED1, dev, variants=["einsum"], min_run_time=0.5)
     peaks = roofline.measure_peaks(dev, torch.float32)  # what this GPU's GEMM really reaches
     _p, sms = _gpu_peaks(dev)
     floor = peaks.floor(run.work["einsum"])
-    bar = _einsum_floor_bar(peaks, sms)
+    host = _host_per_call(variants01.einsum, *variants01.make_inputs(SEED1, dev, torch.float32), device=dev)
+    bar = max(_einsum_floor_bar(peaks, sms), 1.25 * host / floor)
     einsum = run.timings["einsum"].median
-    assert einsum <= bar * floor, f"einsum {einsum * 1e6:.1f} µs vs floor {floor * 1e6:.1f} µs (bar {bar:.2f}×)"
+    assert einsum <= bar * floor, (f"einsum {einsum * 1e6:.1f} µs vs floor {floor * 1e6:.1f} µs (bar {bar:.2f}×; "
+                                   f"host {host * 1e6:.1f} µs a call)")
 
 
 @pytest.mark.gpu
