@@ -386,6 +386,7 @@ def main(argv=None) -> int:
     if path is not None:
         for t in json.loads(path.read_text())["lessons"].get("targets", []):
             verdict = ("shown, not judged" if str(t["bar"]).startswith("info")
+                       else f"n/a ({t['na']})" if t.get("na")  # a target may say why it cannot be judged
                        else {True: "met", False: "MISSED", None: "n/a on this device"}[t["ok"]])
             print(f"  target: {t['name']}: {t['value']:.3g} (bar {t['bar']}: {verdict})")
         print(f"Wrote {path.name} ({path.stat().st_size // 1024} KiB)")

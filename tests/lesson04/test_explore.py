@@ -96,7 +96,10 @@ def test_record_quick_on_cpu(monkeypatch, one_thread):
     assert "compiled" not in out
     bars = {t["name"]: t for t in explore.targets("cpu", out)}
     assert bars["04 per-op overhead, a 1-element add (µs, measured)"]["ok"] is True
-    assert bars["04 shapes with every variant's regime recorded"]["ok"] is False  # one shape when quick
+    shapes = bars["04 shapes with every variant's regime recorded"]
+    assert shapes["ok"] is None and "quick" in shapes["na"]  # --quick records one shape: n/a (quick), not MISSED
+    full = explore.targets("cpu", {**out, "quick": False})
+    assert {t["name"]: t for t in full}["04 shapes with every variant's regime recorded"]["ok"] is False
 
 
 def _section(fusion, decided=True):
@@ -113,3 +116,19 @@ def test_targets_hold_fusion_to_the_bytes_bound(fusion, decided, ok):
     assert bar["ok"] is ok and "bytes bound 8.0×" in bar["name"]
     assert alloc["bar"].startswith("info") and "131,080 minor page faults" in alloc["name"]
     assert explore.targets("cuda", _section(fusion))[0]["ok"] is None  # a GPU's bars are claim tests
+
+
+def test_record_prints_a_target_the_quick_run_cannot_reach_as_n_a(tmp_path, monkeypatch, capsys):
+    # record --quick on the H200 printed "shapes with every variant's regime recorded: 1 (bar >= 3: MISSED)".
+    import types
+
+    from lessons_lib import record
+
+    section = {"quick": True, "regimes": [{"variants": {"Linear": {"regime": "compute"}}}]}
+    fake = types.SimpleNamespace(record=lambda dev, quick=False: section,
+                                 targets=lambda dev, s: explore.targets(dev, s))
+    monkeypatch.setattr(record, "lesson_modules", lambda: {"04_launch_overhead": fake})
+    assert record.main(["--device", "cpu", "--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "regime recorded: 1 (bar >= 3: n/a (quick: --quick records one shape))" in out, out
+    assert "MISSED" not in out
