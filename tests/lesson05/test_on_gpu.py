@@ -52,8 +52,9 @@ def test_the_graphed_band_lies_between_one_and_the_whole_step_model(monkeypatch)
     monkeypatch.setattr(on_gpu, "gpu_model", lambda p, dev, kind: SimpleNamespace(graphed_s=times[kind]))
     low, high, whole = on_gpu.graphed_band({}, "cuda")
     assert whole == 0.5 and low == 0.5 / on_gpu.LEFTOVER_MARGIN and high == on_gpu.LEFTOVER_MARGIN
-    # the H200 (torch 2.11): eager 1.35, make_graphed_callables 0.86 (paired rounds), inside a band like this one
-    assert low <= 0.86 <= high
+    # the H200 (torch 2.11): eager 1.35, make_graphed_callables 0.86, then 1.02 in a second run (paired rounds), inside
+    # a band like this one
+    assert low <= 0.86 <= high and low <= 1.02 <= high
 
 
 # --- under the simulated GPU: the CUDA branches run ------------------------------------------------------
