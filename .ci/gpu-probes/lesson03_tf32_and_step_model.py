@@ -1,12 +1,16 @@
-"""GPU facts behind lesson 03's TF32 handling and its step model (< 10 s on an H100; prints, never raises).
+"""GPU facts behind lesson 03's TF32 handling, its step model and its claim's sweep (< 15 s on an H100; prints, never
+raises).
 
 1. The torch 2.9+ TF32 API alone (no old flag) works in cuBLAS and cuDNN calls (old ATen paths checked that the
    two APIs agree): the course sets torch.backends.cudnn.conv.fp32_precision alone in L.conv_tf32_check.
 2. The grouped Conv1d's error against float64 with cuDNN's TF32 on and off (the H200 gave 4.35e-04 with it on).
-3. The model behind the 'near its floor' claim (evidence.step_model: GEMMs at 50% of the fp32 peak, memory at
-   80% of the bandwidth, kernels one after another): the batched GEMM's achieved FLOP/s, a copy's bandwidth,
-   and the channels-first step against the model's time.
+3. The model behind the 'near its floor' claim (evidence.step_model: GEMMs at GEMM_EFFICIENCY of the fp32 peak,
+   memory at MEMORY_EFFICIENCY of the bandwidth, kernels one after another; both fitted to the H200 run of
+   2026-11-26, which gave 28% and 73%): the batched GEMM's achieved FLOP/s, a copy's bandwidth, and the steps
+   against the model's time.
 4. The Conv1d's training step with cuDNN's TF32 on and off (is the thread's gap a TF32 artefact?).
+5. What sizes the claim's sweep (test_gpu_auto_is_never_decided_slower_than_the_forum_variants_on_a_sweep): each
+   forum variant's training step at its three group sizes, and how long auto's tuning of each shape takes.
 """
 import sys
 import time
@@ -80,7 +84,8 @@ def main():
     for vname, fn in (("matmul, channels first", variants.matmul_channels), ("bmm, rows first", variants.bmm_rows)):
         ms = step(fn)
         model = evidence.step_model(peaks)[vname]["model"] * 1e3 if peaks else float("nan")
-        print(f"   training step, {vname}: {ms:.3f} ms; model {model:.3f} ms (bar x1.25 = {1.25 * model:.3f} ms)")
+        print(f"   training step, {vname}: {ms:.3f} ms; model {model:.3f} ms (bar x1.25 = {1.25 * model:.3f} ms; "
+              f"efficiencies {evidence.GEMM_EFFICIENCY:.0%} and {evidence.MEMORY_EFFICIENCY:.0%})")
     # 4. the Conv1d's step with TF32 on and off
     before = conv.fp32_precision
     try:
@@ -90,6 +95,22 @@ def main():
                   f"{step(variants.grouped_conv1d):.2f} ms")
     finally:
         conv.fp32_precision = before
+    del x, w, b, g, x4, dst
+    # 5. the claim's sweep: each forum variant's step, and auto's tuning, at each of its sizes
+    from lessons_lib import grouped_linear as GL
+    from lessons_lib.lesson03_grouped_linear import crossover
+    from lessons_lib.lesson03_grouped_linear.lessons import TRAIN_LESSON
+    for k in crossover.CLAIM_SIZES:
+        p = {**lessons.THREAD_SHAPE, "group_size": k}
+        x, w, b, g = lessons.make_train_inputs(p, "cuda", torch.float32)
+        steps = {n: cuda_ms(lambda fn=TRAIN_LESSON.variant(n).fn: lessons.train_step(fn, x, w, b, g), reps=5)
+                 for n in crossover.FORUM_VARIANTS}
+        t1 = time.perf_counter()
+        GL.tune(x, w, b, dim=1, training=True)
+        tune_s = time.perf_counter() - t1
+        print(f"5. group size {k}: " + ", ".join(f"{n} {ms:.2f} ms" for n, ms in steps.items())
+              + f"; auto's tuning {tune_s:.2f} s")
+        del x, w, b, g
     print(f"probe took {time.perf_counter() - t0:.1f} s")
 
 

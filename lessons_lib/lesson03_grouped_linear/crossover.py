@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import torch
 
@@ -119,6 +120,53 @@ def paired_check(grid: Grid, rounds: int = 5, max_rounds: int = 9, min_run_time:
             out["against"][i][j] = other
             picked = GL.cached_strategies(grid.device, G, K, grid.training)
             out["chose"][i][j] = picked[0] if len(picked) == 1 else "?"
+    return out
+
+
+# auto against the thread's and its replies' variants along group sizes (the GPU claim test; lesson 03's record).
+FORUM_VARIANTS = ("loop (SlowGroups)", "grouped Conv1d", "matmul, channels first", "vmap")
+CLAIM_SIZES = (32, 100, 128)  # the GPU claim's group sizes at 100 groups: a small one, the thread's, a power of 2
+FAR = 2.0  # a forum variant that a first pass decides this much slower than another cannot be the fastest one
+
+
+def auto_against_forum(device, sizes, base: dict | None = None, forum=FORUM_VARIANTS, *, training: bool = True,
+                       min_run_time: float = 1e-3, first_max_time: float = 0.5, rounds: int = 5,
+                       max_rounds: int = 9, max_time: float = 3.0) -> list[dict]:
+    """At each group size, GroupedLinear(auto) against the fastest of the `forum` variants, decided by the noise
+    rule's paired rounds (`noise.compare_lesson`: alternating order, the median of the per-round ratios).
+
+    Per size: one pass of auto and every forum variant (`Lesson.run`, each measurement within `first_max_time`;
+    auto is tuned there, outside the rounds); a forum variant that pass decides at least FAR× slower than another
+    (`noise.from_timings`, both spreads counted) cannot be the fastest and stays out of the rounds (the thread's
+    loop and grouped Conv1d at 100 groups: about 12× and 13× on the H200). The rounds time auto and the rest, in
+    `max_time` seconds (at least noise.MIN_ROUNDS rounds). A round has no time limit of its own: what bounds it
+    is `min_run_time`. On a GPU each sample is then a single call (or ~1 ms of calls), about 11 calls a variant
+    with warm-up; at 20 ms (the timing default) blocks grow to 20-200 ms and a round of the five variants took
+    over 10 s on the H200. Returns one dict per size: group_size, best (the fastest forum variant in the
+    rounds), ratio (auto / best, a noise.Ratio), far ({variant: its first-pass time over the leader's}),
+    tuning_s, rounds, seconds."""
+    dev = _device.pick(device)
+    lesson = with_variants(TRAIN_LESSON if training else LESSON, auto=True)
+    base = {**lesson.defaults(dev), **(base or {})}
+    shapes = [lesson.check({**base, "group_size": k}, dev, torch.float32) for k in sizes]  # all, before any runs
+    out = []
+    for k, p in zip(sizes, shapes):
+        t0 = time.perf_counter()
+        first = lesson.run(p, dev, variants=[AUTO, *forum], min_run_time=min_run_time, max_time=first_max_time)
+        tm = first.timings
+        lead = min(forum, key=lambda n: tm[n].median)
+        far = {}
+        for n in forum:
+            r = noise.from_timings(tm[n], tm[lead])
+            if n != lead and r.decided and r.median >= FAR:
+                far[n] = r.median
+        kept = [n for n in forum if n not in far]
+        cmp = noise.compare_lesson(lesson, p, dev, variants=[AUTO, *kept], rounds=rounds, max_rounds=max_rounds,
+                                   min_run_time=min_run_time, max_time=max_time, pairs=[(AUTO, n) for n in kept])
+        best = min(kept, key=cmp.median)
+        out.append({"group_size": k, "best": best, "ratio": cmp.ratio(AUTO, best), "far": far,
+                    "tuning_s": getattr(first, "prepare_seconds", {}).get(AUTO, 0.0),
+                    "rounds": len(cmp.rounds[AUTO]), "seconds": time.perf_counter() - t0})
     return out
 
 

@@ -100,3 +100,37 @@ def test_the_heatmap_colours_only_decided_winners_and_a_recorded_table_says_so(m
     live, recorded = L.grid_table(grid), L.grid_table(grid, recorded=True)
     assert "rerun on a quieter machine" in live and "rerun" not in recorded
     assert "1 of them was not decided when recorded" in recorded and "1 point has noisy timings" in recorded
+
+
+def test_auto_against_forum_leaves_variants_decided_far_slower_out_of_the_rounds(monkeypatch):
+    """The GPU claim's sweep ran past its 60 s timeout with every variant, the 100-group loop included, in every
+    round. A first pass decides the loop and the Conv1d far slower than the stacked matmul: only auto, the matmul
+    and vmap are paired; the work done is one pass and at most max_rounds rounds a size, whatever the clock."""
+    first = {lessons.AUTO: 1.0, "loop (SlowGroups)": 12.0, "grouped Conv1d": 13.0, "matmul, channels first": 1.0,
+             "vmap": 1.7}
+    calls = []
+
+    def scripted(self, params, device=None, dtype=None, variants=None, min_run_time=None, max_time=None, **_kw):
+        calls.append((params["group_size"], list(variants), min_run_time, max_time))
+        t = {n: types.SimpleNamespace(median=first[n] * (1.02 if len(calls) % 2 else 1.0), least=first[n], spread=0.05,
+                                      label=n) for n in variants}
+        return types.SimpleNamespace(timings=t, prepare_seconds={lessons.AUTO: 0.5})
+
+    monkeypatch.setattr(Lesson, "run", scripted)
+    points = crossover.auto_against_forum("cpu", [8, 16], {"batch": 1, "groups": 4, "length": 4}, max_rounds=7)
+    assert [p["best"] for p in points] == ["matmul, channels first"] * 2
+    assert all(set(p["far"]) == {"loop (SlowGroups)", "grouped Conv1d"} for p in points)
+    assert all(p["ratio"].decided and p["ratio"].median == pytest.approx(1.0, abs=0.03) for p in points)
+    for k in (8, 16):
+        mine = [c for c in calls if c[0] == k]
+        assert mine[0][1] == [lessons.AUTO, *crossover.FORUM_VARIANTS] and mine[0][3] == 0.5  # the first pass, capped
+        assert 3 <= len(mine) - 1 <= 7  # the rounds: at least noise.MIN_ROUNDS, at most max_rounds
+        assert all(set(c[1]) == {lessons.AUTO, "matmul, channels first", "vmap"} for c in mine[1:])
+        assert all(c[2] == 1e-3 for c in mine)  # single-call samples on a GPU: what bounds a round
+
+
+def test_auto_against_forum_runs_for_real_at_a_tiny_shape(monkeypatch, one_thread):
+    monkeypatch.setattr(GL_tuning, "TUNE_BUDGET_S", 0.1)
+    points = crossover.auto_against_forum("cpu", [4], {"batch": 1, "groups": 2, "length": 4}, max_time=0.3,
+                                          max_rounds=3)
+    assert points[0]["best"] in crossover.FORUM_VARIANTS and points[0]["rounds"] >= 3
