@@ -36,6 +36,7 @@ through `settle`, which repeats it until the values agree (`Estimate`).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -179,6 +180,17 @@ class Comparison:
     def ratio(self, num: str, den: str) -> Ratio:
         return Ratio([a / b for a, b in zip(self.rounds[num], self.rounds[den])], num=num, den=den)
 
+    def timing(self, name: str) -> timing.Timing:
+        """`name` over the paired rounds as a Timing: the median and IQR of its per-round values (each round's
+        median), the numbers to print beside a sentence the rounds decided; method and device from the last
+        round's Timing."""
+        last = self.timings[name]
+        values = list(self.rounds[name])
+        med = statistics.median(values)
+        q1, _m, q3 = _quartiles(values)
+        return dataclasses.replace(last, median=med, iqr=q3 - q1, samples=values,
+                                   method=f"{last.method}, median of {len(values)} paired rounds")
+
     def say(self, num: str, den: str, template: str, tie: str | None = None, **extra) -> str:
         return self.ratio(num, den).say(template, tie=tie, **extra)
 
@@ -244,7 +256,8 @@ def _paired(measure_round: Callable[[list[str], bool], dict[str, timing.Timing]]
 
 def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_rounds: int = MAX_ROUNDS,
             min_run_time: float = 0.02, max_time: float | None = 8.0, pairs=None,
-            statistic: str = "median", block: float | None = None, device=None) -> Comparison:
+            statistic: str = "median", block: float | None = None, device=None,
+            num_threads: dict[str, int] | None = None) -> Comparison:
     """Time zero-argument callables in paired, alternating rounds until the needed ratios are decided.
 
     pairs: the (num, den) ratios the sentence needs (default: each variant against the fastest); only
@@ -257,6 +270,8 @@ def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_r
         a busy machine.
     device: where the callables run. They take no arguments, so the harness cannot read it from them:
         pass it (a GPU run is otherwise labelled and timed as "cpu").
+    num_threads: CPU threads per variant (`timing.measure(num_threads=...)`); a variant not named gets
+        torch's current count.
     """
     if len(fns) < 1:
         raise ValueError("compare() needs at least one variant.")
@@ -264,6 +279,7 @@ def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_r
     def one_round(order, first):
         return {n: timing.measure(fns[n], label=n, min_run_time=min_run_time,
                                   warmup=timing.WARMUP_CALLS if first else 1, min_samples=3, device=device,
+                                  num_threads=(num_threads or {}).get(n),
                                   **({"block": block} if block else {})) for n in order}
 
     return _paired(one_round, list(fns), rounds, max_rounds, max_time, pairs, statistic)

@@ -150,3 +150,27 @@ def test_html_table_renders_html_and_prints_the_text_table():
     assert str(t) == "c\n" + display.text_table([("op", "bytes"), ("add<x>", "12")], numbers=True)
     with pytest.raises(ValueError, match="same length"):
         display.html_table([("a", "b"), ("1",)])
+
+
+def test_a_comparison_gives_each_variant_over_its_rounds_as_a_timing():
+    # The numbers printed beside a sentence the rounds decided come from the same rounds (lesson 00's demos
+    # printed the last round's timings beside a verdict read from every round).
+    from lessons_lib import timing as _timing
+
+    last = _timing.Timing("a", 9.0, 0.0, [9.0], 1, "m", "cpu")
+    cmp = noise.Comparison({"a": [1.0, 2.0, 3.0, 4.0, 9.0]}, timings={"a": last})
+    t = cmp.timing("a")
+    assert t.median == 3.0 and t.iqr == 2.0 and t.samples == [1.0, 2.0, 3.0, 4.0, 9.0]
+    assert t.method.endswith("median of 5 paired rounds") and t.device == "cpu"
+
+
+def test_compare_times_each_variant_at_its_own_thread_count(monkeypatch):
+    from lessons_lib import timing as _timing
+
+    seen = []
+    real = _timing.measure
+    monkeypatch.setattr(_timing, "measure", lambda *a, num_threads=None, **k: (seen.append(num_threads),
+                                                                                real(*a, **k))[1])
+    noise.compare({"one": lambda: None, "two": lambda: None}, num_threads={"one": 1}, rounds=3, max_rounds=3,
+                  min_run_time=0.001)
+    assert set(seen) == {1, None}

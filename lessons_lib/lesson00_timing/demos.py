@@ -84,6 +84,7 @@ class Demo:
     honest: Timing
     extra: dict = field(default_factory=dict)  # more honest timings, e.g. {"flushed": Timing}
     paired: noise.Ratio | None = None  # wrong / honest from paired rounds, where both sides can be re-timed
+    paired_extra: dict = field(default_factory=dict)  # extra timing's name -> its Ratio to `wrong`, paired
 
     @property
     def ratio(self) -> float:
@@ -98,6 +99,8 @@ class Demo:
 
     def verdict(self) -> str:
         """What this run measured, or "not decided on this run" when its spread cannot decide it."""
+        if self.key == "one_thread" and self.shape.get("threads") == 1:
+            return self._one_thread_now()
         est = self.estimate
         if not est.decided:
             return est.not_decided()
@@ -107,10 +110,27 @@ class Demo:
         # decided by the size of the gap, not by agreeing rounds: say how wide the spread was
         wide = f"; spread {est.spread:.0%}, far smaller than the gap" if est.spread > est.rel_tol else ""
         if self.key == "one_thread" and r < 1:  # not a number too low: one thread really was faster here
-            return (f"one thread ran {1 / r:.3g}× faster than every thread{wide}: this machine's cores are busy "
-                    "(see below)")
+            n = self.shape.get("threads")
+            return (f"one thread ran {1 / r:.3g}× faster than {f'{n} threads' if n else 'every thread'}{wide}: "
+                    "this machine's cores are busy "
+                    "(see below), and one thread is the right count for it")
         return (f"the wrong way reports {r:.3g}× the honest median"
                 + (f" ({1 / r:.3g}× too low{wide})" if r < 1 else f" ({wide[2:]})" if wide else ""))
+
+    def _one_thread_now(self) -> str:
+        """torch runs on one thread now (setup() chose it on a busy machine): the Timer's default times what the
+        reader's code runs, so it is not the wrong number here; every core's timing says why."""
+        out = "torch runs on one thread here now (setup() chose it), so the Timer's default times what your code runs"
+        for name, r in self.paired_extra.items():
+            if not r.decided:
+                out += f"; {name}: {r.not_decided()}"
+            elif abs(math.log(r.median)) < math.log(1.15):
+                out += f"; {name} take about the same time ({r.median:.2f}×)"
+            else:
+                out += (f"; {name} take {r.median:.3g}× one thread's time"
+                        + (": the cores are busy, so one thread is right here" if r.median > 1 else
+                           ": on a quieter machine every core is the count to time"))
+        return out
 
     def __str__(self) -> str:
         shape = ", ".join(f"{k}={v}" for k, v in self.shape.items())
@@ -144,10 +164,10 @@ def _paired(wrong_label: str, wrong_fn, honest_fn, min_run_time: float,
             device: torch.device) -> tuple[Timing, Timing, noise.Ratio]:
     """Both sides re-timed in alternating rounds by the noise rule (each side is a zero-argument
     call the harness can time, on `device`: a closure cannot tell the harness where it runs).
-    Returns the last round's two timings and the paired ratio."""
+    Returns the two sides over the rounds (median and IQR of the rounds' medians) and the paired ratio."""
     cmp = noise.compare({wrong_label: wrong_fn, "harness": honest_fn}, min_run_time=min_run_time / 4,
                         pairs=[(wrong_label, "harness")], max_time=2.5, device=device)
-    return cmp.timings[wrong_label], cmp.timings["harness"], cmp.ratio(wrong_label, "harness")
+    return cmp.timing(wrong_label), cmp.timing("harness"), cmp.ratio(wrong_label, "harness")
 
 
 def _square(n: int, dev: torch.device) -> torch.Tensor:
@@ -247,21 +267,32 @@ def demo_mean(device=None, n: int | None = None, min_run_time: float = 0.2) -> D
 
 
 def demo_one_thread(n: int | None = None, min_run_time: float = 0.2) -> Demo:
-    """torch.utils.benchmark.Timer's default of one CPU thread, against every thread torch uses.
+    """torch.utils.benchmark.Timer's default of one CPU thread, against the harness at the threads torch runs
+    with now (`torch.get_num_threads()`: what the reader's code gets), and, where that is fewer, every core
+    (`CPU_THREADS`: setup() may have chosen one thread on a busy machine). Paired, alternating rounds.
 
-    Always on CPU tensors: the mistake is about CPU timings (on a GPU it is harmless).
-    """
+    Which number is right depends on the threads the code really runs with: the verdict says which.
+    Always on CPU tensors: the mistake is about CPU timings (on a GPU it is harmless)."""
     n = _check_size(n, "n", 1, 16384) or sizes("cpu").matmul
     _check_seconds(min_run_time, "min_run_time")
     check_fits(3 * n * n * 4, "cpu", what=f"a {n}×{n} matmul")
     cpu = torch.device("cpu")
     a = _square(n, cpu)
-    wrong = timing.wrong_one_thread(torch.mm, a, a, label="Timer default", min_run_time=min_run_time, device=cpu)
-    # every core, as torch starts (setup() may have chosen 1 thread on a busy machine: this demo shows why)
-    honest = timing.measure(torch.mm, a, a, label="harness", min_run_time=min_run_time, num_threads=CPU_THREADS,
-                            device=cpu)
-    return Demo("one_thread", "Timing with one CPU thread", {"matmul": f"{n}×{n}", "threads": CPU_THREADS},
-                wrong, honest)
+    now = torch.get_num_threads()
+    counts = {"Timer default": 1, "harness": now}
+    every = f"all {CPU_THREADS} threads" if CPU_THREADS > now else None
+    if every:
+        counts[every] = CPU_THREADS
+    pairs = [("Timer default", "harness")] + ([(every, "Timer default")] if every else [])
+    cmp = noise.compare({k: (lambda: torch.mm(a, a)) for k in counts}, min_run_time=min_run_time / 4, pairs=pairs,
+                        max_time=3.0, device=cpu, num_threads=counts)
+    wrong, honest = cmp.timing("Timer default"), cmp.timing("harness")  # the rounds the verdict reads
+    wrong.method = "WRONG: torch.utils.benchmark.Timer.blocked_autorange (1 thread)"
+    honest.label = f"harness ({now} thread{'s' if now > 1 else ''}, as torch runs now)"
+    extra = {every: cmp.timing(every)} if every else {}
+    return Demo("one_thread", "Timing with one CPU thread", {"matmul": f"{n}×{n}", "threads": now}, wrong, honest,
+                extra=extra, paired=cmp.ratio("Timer default", "harness"),
+                paired_extra={every: cmp.ratio(every, "Timer default")} if every else {})
 
 
 def demo_hot_cache(device=None, nbytes: int | None = None, rotate_bytes: int | None = None,

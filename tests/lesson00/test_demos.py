@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from lessons_lib import timing
+from lessons_lib import noise, timing
 from lessons_lib.display import show_source
 from lessons_lib.lesson00_timing import demos, exercise
 
@@ -65,6 +65,36 @@ def test_demo_verdicts_go_through_the_noise_rule():
     # cell 37 on the H200's 16 busy cores: one thread 4.93 ms, every thread 32 ms. Not "too low": one thread won
     busy = demos.Demo("one_thread", "m", {}, t(4.93e-3, 0.0), t(32e-3, 0.44 * 32e-3))
     assert busy.verdict().startswith("one thread ran 6.49× faster than every thread") and "too low" not in busy.verdict()
+
+
+def test_the_one_thread_verdict_follows_the_threads_torch_runs_with():
+    # Issue 28: after setup() chose one thread (two were slower), 00 called the one-thread Timer "5.35× too low"
+    # beside a 16 ms two-thread harness. Which number is right depends on the threads the code runs with.
+    def t(median, iqr):
+        return timing.Timing("x", median, iqr, [median], 1, "m", "cpu")
+
+    def ratio(*values):
+        return noise.Ratio(list(values))
+
+    one = demos.Demo("one_thread", "m", {"threads": 1}, t(2.99e-3, 0.0), t(3.0e-3, 0.0),
+                     paired=ratio(1.0, 1.01, 0.99), paired_extra={"all 2 threads": ratio(5.3, 5.4, 5.35)})
+    v = one.verdict()
+    assert v.startswith("torch runs on one thread here now") and "too low" not in v
+    assert "all 2 threads take 5.35× one thread's time: the cores are busy, so one thread is right here" in v
+    free = demos.Demo("one_thread", "m", {"threads": 1}, t(2.99e-3, 0.0), t(3.0e-3, 0.0),
+                      paired_extra={"all 2 threads": ratio(0.52, 0.5, 0.51)})
+    assert "on a quieter machine every core is the count to time" in free.verdict()
+    two = demos.Demo("one_thread", "m", {"threads": 2}, t(6e-3, 0.0), t(3e-3, 0.0), paired=ratio(2.0, 2.01, 1.99))
+    assert two.verdict().startswith("the wrong way reports 2×")
+    busy = demos.Demo("one_thread", "m", {"threads": 2}, t(3e-3, 0.0), t(16e-3, 0.0), paired=ratio(0.19, 0.18, 0.2))
+    assert busy.verdict().startswith("one thread ran 5.26× faster than 2 threads")
+
+
+def test_demo_one_thread_times_the_threads_torch_runs_with(one_thread):
+    d = demos.demo_one_thread(n=64, min_run_time=0.02)
+    assert d.shape["threads"] == 1 and "1 thread, as torch runs now" in d.honest.label
+    assert (len(d.extra) == 1) == (demos.CPU_THREADS > 1)
+    assert "threads take" in d.verdict() or "not decided" in d.verdict() or demos.CPU_THREADS == 1
 
 
 SIM = getattr(torch.cuda, "_course_simulated", None)
