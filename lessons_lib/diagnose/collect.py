@@ -50,6 +50,7 @@ class OpInfo:
     level: int = -1  # a forward GEMM: how many GEMMs of its (line, shape) it descends from in its step (else -1)
     weight: tuple = ()  # a GEMM: its second matrix's memory (storage, offset, strides): which weight it used
     region: tuple | None = None  # (region, "forward" or "backward") of a call CUDA fuses (fused.py); phase "fused"
+    updates: tuple = ()  # the parameters' storages it writes in place (a hand-written optimizer's update)
 
 
 @dataclass
@@ -108,6 +109,7 @@ class Collector(_Recorder):
         self.phase, self.step, self.paused = "forward", 0, False
         self.backward_where = NOWHERE  # the line that called backward: CUDA's backward runs in another thread
         self.region, self.fused = None, None  # inside a call CUDA fuses (fused.FusedOnCuda), and that mode
+        self.params: set = set()  # storage keys of the step's parameters (leaves that require grad)
 
     @contextlib.contextmanager
     def quiet(self):
@@ -149,8 +151,9 @@ class Collector(_Recorder):
         if op.gemm:
             m2 = args[2] if op.name in ("addmm", "baddbmm", "addbmm") else args[1]
             weight = (_storage_key(m2), m2.storage_offset(), tuple(m2.stride()))
+        updates = () if op.is_view else tuple(k for k in out_keys if k in self.params and k in in_keys)
         self.info.append(OpInfo("fused" if region else self.phase, self.step, torch.Tag.pointwise in tags,
-                                torch.Tag.reduction in tags, in_keys, new, level, weight, region))
+                                torch.Tag.reduction in tags, in_keys, new, level, weight, region, updates))
         return out
 
     def _region(self) -> tuple | None:
@@ -253,6 +256,7 @@ def collect(step: Step, cuda_view: bool) -> Evidence:
     """Run `step` once, watched (see the module's docstring). Keeps what was seen if the step raises."""
     col, ledgers, roots, optimizers, result = Collector(), [], [], [], []
     col.fused = FusedOnCuda(col)
+    col.params = {_storage_key(t) for t in step.tensors() if t.is_leaf and t.requires_grad}
     step.quiet = col.quiet
     watch = SavedWatch(col.made, at=lambda: len(col.trace.ops) - 1)
     on_meta = step.device == "meta"
@@ -291,7 +295,8 @@ def _tensors(out) -> list[torch.Tensor]:
 
 def kept_alive(col: Collector, watch: SavedWatch, out, roots: list) -> list[Kept]:
     """Tensors with a graph, made during the call, alive after it: those the return value holds only count when
-    its graph spans two steps or more (a running total); the others (a list, an attribute, a global) always."""
+    their graphs span two steps or more together (a running total; a list or a stack of each step's loss); the
+    others (a list, an attribute, a global) always."""
     gc.collect()
     returned = set(_graph_nodes(_tensors(out)))
     step_roots = set(roots)
@@ -303,12 +308,15 @@ def kept_alive(col: Collector, watch: SavedWatch, out, roots: list) -> list[Kept
     # roots: alive tensors whose node no other alive tensor's graph reaches (a running total reaches its parts)
     reach = {n: set(_graph_nodes([t])) for n, (t, _i) in alive.items()}
     tops = [n for n in alive if not any(n in reach[m] for m in alive if m is not n)]
+    # what the return value holds, together: graphs whose backward ran, from two steps or more (a list or a stack
+    # of every step's loss, each of its own step) are kept as a running total is; one step's loss returned is not
+    returned_steps = set().union(*(reach[n] & step_roots for n in tops if n in returned))
     groups: dict[tuple, Kept] = {}
     for n in tops:
         t, idx = alive[n]
         in_return = n in returned
         spans = len(reach[n] & step_roots)
-        if in_return and spans < 2:
+        if in_return and (spans < 2 and (spans < 1 or len(returned_steps) < 2)):
             continue
         col.paused = True
         try:

@@ -73,11 +73,16 @@ def graph_for_nothing(ev, gpu) -> list[Finding]:
 def kept_graphs(ev, gpu) -> list[Finding]:
     out = []
     for k in ev.kept:
-        how = ("the step's return value keeps them in one graph across " f"{k.steps} steps (a running total)"
-               if k.returned else "held outside the return value (a list, an attribute, a global)")
+        if not k.returned:
+            how = "held outside the return value (a list, an attribute, a global)"
+        elif k.steps > 1:
+            how = f"the step's return value keeps them in one graph across {k.steps} steps (a running total, a stack)"
+        else:
+            how = "the step's return value keeps each step's graph, after its backward ran (a list of the losses)"
         out.append(Finding(
             "graph kept alive", k.where,
-            f"{many(k.tensors, 'tensor', 'tensors')} made here {'is' if k.tensors == 1 else 'are'} alive after the call with their graphs: {how}; "
+            f"{many(k.tensors, 'tensor', 'tensors')} made here {'is' if k.tensors == 1 else 'are'} alive after the call "
+            f"with {'its graph' if k.tensors == 1 else 'their graphs'}: {how}; "
             f"{k.nodes} graph nodes, {b(k.saved_bytes)} still saved for backward"
             + (f", from {per_step(k.steps, 1)} steps" if k.steps > 1 and not k.returned else ""),
             f"memory that grows with every step: the nodes, and everything they saved until their backward ran "

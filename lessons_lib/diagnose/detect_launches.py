@@ -8,7 +8,9 @@ Evidence, from the op trace with its tags (torch.Tag.pointwise, torch.Tag.reduct
 - a launch-bound step: on the named GPU the roofline's floor is its launches (roofline.Peaks.regime), with at
   least MIN_LAUNCHES of them a step; the model then says what fusing the chains (torch.compile) and replaying
   the step as one CUDA graph (launch_queue.graph_ops) would leave;
-- a for-loop optimizer: its step dispatched no foreach or fused op, and at least one op per parameter;
+- a for-loop optimizer: its step dispatched no foreach or fused op, and at least one op per parameter; or, written
+  by hand outside torch.optim, ops that each write one parameter in place (p.sub_, p.add_, p.copy_, whatever
+  the op), at least one a parameter for two parameters or more, a step: what the loop does, not how it is spelt;
 - rows gathered one at a time: a stack or cat right after at least MIN_ROWS single-row selects (nothing but views
   and host reads between them: x[j] with j a 0-dim index reads j, then selects), wherever the selects are written
   (inline, or in a Dataset's __getitem__).
@@ -162,6 +164,27 @@ def optimizer_loops(ev, gpu) -> list[Finding]:
             f"torch.optim.{o.name}(params, ..., foreach=True{fused}): one op per update for all parameters",
             {"ops": n, "params": o.params, "cpu_only": o.foreach is None}, seconds))
     return findings
+
+
+def hand_written_updates(ev, gpu) -> list[Finding]:
+    """Parameters updated one op each, outside torch.optim (whose steps optimizer_loops judges)."""
+    ops = [i for i, info in enumerate(ev.info) if info.phase != "optimizer" and len(info.updates) == 1]
+    params = {info.updates[0] for info in (ev.info[i] for i in ops)}
+    if len(params) < 2 or len(ops) < len(params):
+        return []
+    where = _hottest(ev, ops)
+    names = sorted({ev.trace.ops[i].name for i in ops})
+    kinds = len(names)
+    seconds = (len(ops) - kinds * ev.steps) * HOST_PER_OP / ev.steps
+    return [Finding(
+        "for-loop optimizer", where,
+        f"a hand-written update: {per_step(len(ops), ev.steps)} in-place writes a step ({', '.join(names)}), each "
+        f"into one of {len(params)} parameters, no foreach or fused op; one launch per parameter on every device",
+        f"{t(seconds)} a step of host time on the loop's extra launches ({per_step(len(ops), ev.steps)} against "
+        f"about {kinds} foreach ops) — model: {HOST_PER_OP * 1e6:g} µs per launch, assumed",
+        "torch.optim.SGD(params, lr, momentum=..., foreach=True or fused=True) built once, or torch._foreach_add_ "
+        "over the lists of parameters and updates: one op for all of them",
+        {"ops": len(ops) / ev.steps, "params": len(params), "cpu_only": False}, seconds)]
 
 
 def row_gathers(ev, gpu) -> list[Finding]:

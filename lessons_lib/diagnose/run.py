@@ -105,6 +105,7 @@ def _findings(ev, gpu, notes: list[str]) -> Report:
     findings = (detect_copies.broadcast_matmuls(ev, gpu) + detect_copies.saved_copies_and_attention(ev, gpu)
                 + detect_gemms.gemm_loops(ev, gpu) + detect_launches.elementwise_chains(ev, gpu)
                 + detect_launches.launch_bound(ev, gpu, after) + detect_launches.optimizer_loops(ev, gpu)
+                + detect_launches.hand_written_updates(ev, gpu)
                 + detect_launches.row_gathers(ev, gpu) + detect_syncs.host_syncs(ev, gpu, ks, after)
                 + detect_syncs.pageable_transfers(ev, gpu) + detect_syncs.cat_loops(ev, gpu)
                 + detect_syncs.allocation_churn(ev, gpu) + detect_graphs.graph_for_nothing(ev, gpu)

@@ -55,8 +55,21 @@ def _is_kernel(e) -> bool:
     return str(getattr(e, "device_type", "")).endswith("CUDA")
 
 
+def _is_annotation(e) -> bool:
+    """A user annotation (the optimizer's step, a record_function): a span over many ops, on the host and, since
+    the profiler mirrors it onto the GPU's timeline, as a GPU row too (the H200 showed Optimizer.step#SGD.step
+    among the kernels): its "self" time is not its own."""
+    return bool(getattr(e, "is_user_annotation", False)) or e.key.startswith(_NOT_OPS)
+
+
 def _is_op(e) -> bool:
-    return not _is_kernel(e) and not getattr(e, "is_user_annotation", False) and not e.key.startswith(_NOT_OPS)
+    """An op or a CUDA runtime call on the host (not a kernel, an annotation or the profiler's own work)."""
+    return not _is_kernel(e) and not _is_annotation(e) and e.key not in _PROFILER_OWN
+
+
+# The profiler's own host work, shown as rows of its own: the H200's table put "Activity Buffer Request" (CUPTI
+# asking for a buffer, 2.4 ms once a step) at the top of the original's self CPU time.
+_PROFILER_OWN = ("Activity Buffer Request", "Buffer Request", "cudaGetDeviceCount")
 
 
 def _self_key(cuda: bool, events=()) -> str:
@@ -103,31 +116,35 @@ class Profile:
                f"{self.table}{where}"
 
     def top(self, by: str = "cpu", n: int = 8):
-        """The `n` ops (or, by="device", ops and GPU kernels) with the most self time, as a compact table with
-        both columns per training step: self CPU (the host's own time in the op), CPU total (with what it
-        called: a blocking copy's wait shows here, not in its self time) and, on a GPU, self CUDA (the
-        device's time in the kernels it launched)."""
+        """The `n` rows with the most self time, per training step, as a compact table. by="cpu": the host's ops and
+        CUDA runtime calls (cudaLaunchKernel's row is the host's time launching), ranked by self CPU (the host's own
+        time in the row), with CPU total beside it (with what it called: a blocking copy's wait shows there, not in
+        its self time). by="device" (a GPU): the aten ops ranked by self CUDA, the device's time in the kernels each
+        launched (the kernels' own rows would count that time twice). Annotations and the profiler's own work are
+        left out."""
         from ..display import html_table
 
-        key = _self_key(self.cuda, self.events) if by == "device" else "self_cpu_time_total"
-        rows = [e for e in self.events if (_is_op(e) or (by == "device" and _is_kernel(e)))]
+        device = by == "device" and self.cuda
+        key = _self_key(self.cuda, self.events) if device else "self_cpu_time_total"
+        rows = [e for e in self.events if _is_op(e) and (not device or e.key.startswith("aten::"))]
         rows = sorted(rows, key=lambda e: getattr(e, key), reverse=True)[:n]
         ms = lambda us: f"{us / 1e3 / self.steps:.3f}"  # noqa: E731  (the profiler counts µs)
-        head = ("op or kernel", "calls a step", "self CPU (ms)", "CPU total (ms)") + (("self CUDA (ms)",) if self.cuda
-                                                                                      else ())
+        head = ("op (aten::) or CUDA runtime call", "calls a step", "self CPU (ms)", "CPU total (ms)") + \
+            (("self CUDA (ms)",) if self.cuda else ())
         body = [(e.key[:60], f"{e.count / self.steps:g}", ms(e.self_cpu_time_total), ms(e.cpu_time_total))
                 + ((ms(getattr(e, _self_key(True, self.events))),) if self.cuda else ()) for e in rows]
-        where = "GPU time in kernels" if by == "device" else "host time"
+        where = "GPU time in the kernels each op launched" if device else "host time"
         return html_table([head, *body], numbers=True, caption=f"{self.name}: top {len(body)} by self "
-                          f"{'CUDA' if by == 'device' else 'CPU'} time ({where}), per training step, measured here")
+                          f"{'CUDA' if device else 'CPU'} time ({where}), per training step, measured here")
 
     def waits(self) -> dict:
-        """The host's waits for the GPU, per training step: the CUDA runtime calls that block (a blocking copy
-        is cudaMemcpyAsync then cudaStreamSynchronize: the wait is the synchronize's self CPU time) and the
-        aten op each sits under. Empty off a GPU."""
-        found = {e.key: (e.count / self.steps, e.self_cpu_time_total / 1e3 / self.steps) for e in self.events
-                 if e.key in _WAITS}
-        return found
+        """The training loop's waits for the GPU, per step: {runtime call: (calls, self CPU ms)} for the CUDA runtime
+        calls that block (a blocking copy is cudaMemcpyAsync then cudaStreamSynchronize: the wait is the
+        synchronize's self CPU time). cudaDeviceSynchronize is left out: profile_train and the profiler call it
+        once each per profiled call (the H200 counted 2 a call for the fixed loop, which waits nowhere: the sync
+        detector and set_sync_debug_mode both found 0). Empty off a GPU."""
+        return {e.key: (e.count / self.steps, e.self_cpu_time_total / 1e3 / self.steps) for e in self.events
+                if e.key in _WAITS}
 
 
 def profile_train(model, train, x, y, steps: int = 2, name: str = "step", export: bool = True,
@@ -193,29 +210,31 @@ def memory_snapshot(model, train, x, y, steps: int = 2, name: str = "step", batc
 
 # The host waiting for the GPU, as the CUDA runtime calls it: each wait is one of these, whatever asked for it
 # (an .item(), a nonzero, a blocking copy: ATen's memcpy_and_sync is cudaMemcpyAsync then cudaStreamSynchronize).
-_WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+# cudaDeviceSynchronize is not among them: the profiling harness makes it (Profile.waits).
+_WAITS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 _HOST_READS = ("aten::_local_scalar_dense", "aten::nonzero")  # on a CPU: values read on the host
 _LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cudaGraphLaunch")
 
 
 def summary(p: Profile, top: int = 5) -> dict:
-    """What a profile says, in numbers: the top aten ops by self time, aten ops dispatched (CUDA kernel
-    launches on a GPU) per step, and the host's waits per step. On a GPU the device's total is the kernels'
+    """What a profile says, in numbers: the top aten ops by self time (self CUDA on a GPU), aten ops dispatched
+    (CUDA kernel launches on a GPU) per step, the host's own time per step in ops and runtime calls and, on a
+    GPU, the device's (the kernels): a device busy for a fraction of the host's time is a host-bound step; and
+    the host's waits per step. On a GPU the device's total is the kernels'
     rows alone (an aten row's self CUDA time is the same kernels' time again: summing both counted it twice)
     and a wait is counted once, at the runtime call that blocks (not again at the .item() or nonzero above it);
     on a CPU nothing waits for a device, and the count is of values read on the host (item, nonzero)."""
     key = _self_key(p.cuda, p.events)
     ops = [e for e in p.events if e.key.startswith("aten::")]
-    if p.cuda:
-        total = sum(getattr(e, key) for e in p.events if _is_kernel(e))
-    else:
-        total = sum(e.self_cpu_time_total for e in p.events if _is_op(e))
+    host = sum(e.self_cpu_time_total for e in p.events if _is_op(e))
+    total = sum(getattr(e, key) for e in p.events if _is_kernel(e) and not _is_annotation(e)) if p.cuda else host
     ranked = sorted(ops, key=lambda e: getattr(e, key), reverse=True)[:top]
     launches = sum(e.count for e in p.events if e.key in _LAUNCHES) if p.cuda else sum(e.count for e in ops)
     waits = sum(e.count for e in p.events if e.key in (_WAITS if p.cuda else _HOST_READS))
     return {"top": [(e.key, getattr(e, key) / 1e3 / p.steps, getattr(e, key) / (total or 1)) for e in ranked],
             "per_step": launches / p.steps, "launch_kind": "CUDA kernel launches" if p.cuda else "aten ops dispatched",
-            "syncs_per_step": waits / p.steps,
+            "syncs_per_step": waits / p.steps, "by": "self CUDA" if p.cuda else "self CPU",
+            "host_ms": host / 1e3 / p.steps, "device_ms": total / 1e3 / p.steps if p.cuda else None,
             "sync_kind": "host waits for the GPU (cudaStreamSynchronize...)" if p.cuda else
                          "values read on the host (item, nonzero; a GPU waits only where the value lives on it)"}
 
@@ -233,9 +252,12 @@ def summary_table(profiles: list[Profile], saved: list) -> "html_table":
     s = [summary(p) for p in profiles]
     rows = [("", *(p.name for p in profiles))]
     for i in range(len(s[0]["top"])):
-        rows.append((f"top op {i + 1} by self time (ms a step, share)",
+        rows.append((f"top op {i + 1} by {s[0]['by']} time (ms a step, share)",
                      *(f"{x['top'][i][0].replace('aten::', '')} {x['top'][i][1]:.2f} ({x['top'][i][2]:.0%})"
                        if i < len(x["top"]) else "" for x in s)))
+    rows.append(("host's own time in ops and runtime calls (self CPU, ms a step)", *(f"{x['host_ms']:.2f}" for x in s)))
+    if s[0]["device_ms"] is not None:
+        rows.append(("GPU busy in kernels (self CUDA, ms a step)", *(f"{x['device_ms']:.2f}" for x in s)))
     rows.append((f"{s[0]['launch_kind']} per step", *(f"{x['per_step']:.0f}" for x in s)))
     rows.append((f"{s[0]['sync_kind']} per step", *(f"{x['syncs_per_step']:.1f}" for x in s)))
     for i in range(max(len(v[0]) for v in saved)):

@@ -123,6 +123,7 @@ class Waterfall(NamedTuple):
     steps: int
     peaks: dict[str, int | None]  # bytes: one batch's forward + backward, measured (allocator or profiler)
     device: str
+    dims: dict | None = None  # the shape it ran at
 
     def per_step(self, name: str) -> float:
         return self.cmp.median(name) / self.steps
@@ -142,7 +143,8 @@ class Waterfall(NamedTuple):
             pk = self.peaks.get(n)
             rows.append((n, f"{self.per_step(n) * 1e3:.2f} ms", r, fmt_bytes(pk) if pk is not None else "n/a"))
         calls = f"{self.steps} training step{'s' * (self.steps != 1)} a call, each optimizer built once"
-        return html_table(rows, caption=f"Measured here ({self.device}): {calls}, paired rounds (noise.compare)")
+        at = f", {', '.join(f'{k}={v}' for k, v in self.dims.items())}" if self.dims else ""
+        return html_table(rows, caption=f"Measured here ({self.device}{at}): {calls}, paired rounds (noise.compare)")
 
     def plot(self):
         """Time per step and peak memory after each fix: two panels, labelled measured."""
@@ -184,6 +186,8 @@ def waterfall(device="cpu", steps: int = 2, max_time: float = 8.0, fixes=None, d
     call trains `steps` steps (so the original's growing cat grows). Peak memory per stage, measured."""
     from .. import noise
 
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps={steps!r}: a call trains a whole number of steps, at least 1.")
     dev = torch.device(device)
     d = dims or shape(dev)
     models = stage_models(dev, d, fixes)
@@ -196,7 +200,7 @@ def waterfall(device="cpu", steps: int = 2, max_time: float = 8.0, fixes=None, d
     cmp = noise.compare(fns, pairs=pairs, max_time=max_time, rounds=3, device=dev)
     xb, yb = x[:d["batch"]], y[:d["batch"]]
     peaks = {n: step_peak(m, xb, yb) for n, m in models.items()}
-    return Waterfall(names, cmp, steps, peaks, "GPU" if dev.type == "cuda" else "CPU")
+    return Waterfall(names, cmp, steps, peaks, "GPU" if dev.type == "cuda" else "CPU", dict(d))
 
 
 def _versus(r, other: str, short: bool = False) -> str:

@@ -245,12 +245,15 @@ def gpu_model(gpus=None, dims: dict | None = None) -> dict[str, dict[str, float]
     from .. import roofline
 
     steps = 2
+    if isinstance(gpus, str):
+        gpus = [gpus]
+    sheets = {g: roofline.datasheet(g) if isinstance(g, str) else None for g in gpus or roofline.MODEL_GPUS}
+    unknown = [g for g, pk in sheets.items() if pk is None]
+    if unknown:  # before the minute of tracing, not after
+        raise ValueError(f"No datasheet for GPU {unknown[0]!r}: choose from {', '.join(roofline.DATASHEET)}.")
     work = gpu_work(dims, steps)
     out = {}
-    for g in gpus or roofline.MODEL_GPUS:
-        pk = roofline.datasheet(g)
-        if pk is None:
-            raise ValueError(f"No datasheet for GPU {g!r}: choose from {', '.join(roofline.DATASHEET)}.")
+    for g, pk in sheets.items():
         row = {n: max(pk.floor(w), k * KERNEL_FLOOR) / steps for n, (w, k) in work.items()}
         row["launches per step (original, fixed)"] = (work["original"][0].launches / steps,
                                                       work["fixed"][0].launches / steps)

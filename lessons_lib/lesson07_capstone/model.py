@@ -94,34 +94,53 @@ def experts_grouped(h, experts):                     # one GroupedLinear(E, C/E,
 # === the block and the model ==========================================================================
 
 def _fixes(fixes) -> frozenset:
+    """True (every fix), False or None (none), one fix's name, or a collection of them."""
     if fixes is True:
         return frozenset(FIXES)
+    if isinstance(fixes, str):  # Model(fixed="gemm"): one name, not its letters
+        fixes = (fixes,)
+    if fixes is not None and fixes is not False and not isinstance(fixes, (set, frozenset, list, tuple, dict)):
+        raise ValueError(f"fixed={fixes!r}: pass True, False, or a set of fix names from {list(FIXES)}.")
     fixes = frozenset(fixes or ())
     unknown = fixes - set(FIXES)
     if unknown:
-        raise ValueError(f"Unknown fix(es) {sorted(unknown)}; choose from {list(FIXES)}.")
+        raise ValueError(f"Unknown fix(es) {sorted(map(str, unknown))}; choose from {list(FIXES)}.")
     return fixes
+
+
+def check_dims(C, H, E, K=4) -> None:
+    """One line saying what to change, before any tensor is made."""
+    for name, v, what in (("C", C, "channels"), ("H", H, "heads"), ("E", E, "experts"), ("K", K, "classes")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}={v!r}: the {what} must be a whole number of at least 1.")
+    if C % H or C % E:
+        raise ValueError(f"channels C={C} must be divisible by the heads H={H} and the experts E={E}.")
 
 
 class Block(nn.Module):
     """norm -> per-head attention and its output projection -> GELU -> experts -> a Linear, with a residual.
-    `fixes`: which of FIXES this block uses (True: all)."""
+    `fixes`: which of FIXES this block uses (True: all). `qkv`: your own q, k, v projection, called as
+    qkv(h, w, H) with w the (3C, C) weight of nn.Linear(C, 3C) (the exercise: write it as one GEMM);
+    with it the block holds that Linear whatever `fixes` says."""
 
-    def __init__(self, C=256, H=16, E=16, fixes=(), dtype=None):
+    def __init__(self, C=256, H=16, E=16, fixes=(), dtype=None, qkv=None):
         super().__init__()
-        if C % H or C % E:
-            raise ValueError(f"channels C={C} must be divisible by the heads H={H} and the experts E={E}.")
-        self.fixes, self.H, self.D, self.E = _fixes(fixes), H, C // H, E
+        check_dims(C, H, E)
+        if qkv is not None and not callable(qkv):
+            raise ValueError(f"qkv={qkv!r}: pass a function qkv(h, w, H) returning q, k, v, or leave it out.")
+        self.fixes, self.H, self.D, self.E, self.qkv_fn = _fixes(fixes), H, C // H, E, qkv
         if "fused" in self.fixes:
             self.norm = nn.LayerNorm(C, dtype=dtype)
         else:
             self.g, self.b = nn.Parameter(torch.ones(C, dtype=dtype)), nn.Parameter(torch.zeros(C, dtype=dtype))
-        if "gemm" in self.fixes:
+        if "gemm" in self.fixes or qkv is not None:
             self.qkv = nn.Linear(C, 3 * C, bias=False, dtype=dtype)
-            self.proj = nn.Linear(C, C, bias=False, dtype=dtype)
         else:
             self.wq, self.wk, self.wv = (nn.Parameter(torch.randn(H, C, C // H, dtype=dtype) / C ** 0.5)
                                          for _ in range(3))
+        if "gemm" in self.fixes:
+            self.proj = nn.Linear(C, C, bias=False, dtype=dtype)
+        else:
             self.wo = nn.Parameter(torch.randn(H, C // H, C, dtype=dtype) / C ** 0.5)
         if "grouped" in self.fixes:
             self.experts = GroupedLinear(E, C // E, C // E, strategy="bmm", dtype=dtype)
@@ -133,8 +152,11 @@ class Block(nn.Module):
         B, T, C = x.shape
         fx = self.fixes
         h = self.norm(x) if "fused" in fx else norm_by_hand(x, self.g, self.b)
-        q, k, v = qkv_one_gemm(h, self.qkv.weight, self.H) if "gemm" in fx else qkv_broadcast(h, self.wq, self.wk,
-                                                                                               self.wv)
+        if self.qkv_fn is not None:
+            q, k, v = self.qkv_fn(h, self.qkv.weight, self.H)
+        else:
+            q, k, v = qkv_one_gemm(h, self.qkv.weight, self.H) if "gemm" in fx else qkv_broadcast(h, self.wq, self.wk,
+                                                                                                   self.wv)
         y = (attention_sdpa if "saved" in fx else attention_kept)(q, k, v)      # (B, H, T, D)
         y = heads_out_one_gemm(y, self.proj.weight) if "gemm" in fx else heads_out_broadcast(y, self.wo)  # (B, T, C)
         h = F.gelu(y, approximate="tanh") if "fused" in fx else gelu_chain(y)
@@ -144,17 +166,24 @@ class Block(nn.Module):
 
 class Model(nn.Module):
     """Embedding -> block -> mean-pool readout: classify which of K patterns a noisy sequence holds.
-    fixed: True (every fix), False (none) or a collection of FIXES' names."""
+    fixed: True (every fix), False (none), one of FIXES' names or a collection of them. qkv: your own q, k, v
+    projection (Block's docstring)."""
 
-    def __init__(self, fixed=False, C=256, H=16, E=16, K=4, dtype=None):
+    def __init__(self, fixed=False, C=256, H=16, E=16, K=4, dtype=None, qkv=None):
         super().__init__()
+        check_dims(C, H, E, K)
         self.fixed = _fixes(fixed)
         self.inp = nn.Linear(8, C, dtype=dtype)
-        self.block = Block(C, H, E, self.fixed, dtype)
+        self.block = Block(C, H, E, self.fixed, dtype, qkv)
         self.head = nn.Linear(C, K, dtype=dtype)
 
     def forward(self, x):                                          # (B, T, 8)
         return self.head(self.block(self.inp(x)).mean(1))          # (B, K)
+
+    def dims(self) -> dict:
+        """Its shape: C, H, E, K (what copy_weights and the checker compare)."""
+        b = self.block
+        return {"C": self.inp.out_features, "H": b.H, "E": b.E, "K": self.head.out_features}
 
 
 def SlowBlock(C=256, H=16, E=16, dtype=None) -> Block:
@@ -167,7 +196,11 @@ def FixedBlock(C=256, H=16, E=16, dtype=None) -> Block:
 
 @torch.no_grad()
 def copy_weights(src: Model, dst: Model) -> Model:
-    """Give `dst` exactly `src`'s parameters, whatever fixes each uses (the layouts are converted)."""
+    """Give `dst` exactly `src`'s parameters, whatever fixes each uses (the layouts are converted). The two must
+    have the same shape (C, H, E, K): a different head count would scramble the heads silently."""
+    if src.dims() != dst.dims():
+        raise ValueError(f"copy_weights: the models differ in shape ({_words(src.dims())} against "
+                         f"{_words(dst.dims())}); build the second with the first's C, H, E and K.")
     a, b = src.block, dst.block
     for name in ("inp", "head"):
         getattr(dst, name).load_state_dict(getattr(src, name).state_dict())
@@ -200,6 +233,10 @@ def copy_weights(src: Model, dst: Model) -> Model:
     return dst
 
 
+def _words(d: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
 def _expert_params(block):
     """(E, out, in) weights and (E, out) biases, from either form."""
     if isinstance(block.experts, GroupedLinear):
@@ -221,7 +258,13 @@ def make_data(n=256, T=4, K=4, seed=0, dtype=torch.float32):
 def batches(n, steps, batch, seed=0, device=None):
     """The rows of each step's batch: a shuffled order, fixed by the seed, the same for both loops. With
     `device`, the order is moved there once (one copy, queued) and each batch is a slice of it on the device;
-    torch.randperm(n, device=device) would make it there outright, in another order than the host's."""
+    torch.randperm(n, device=device) would make it there outright, in another order than the host's.
+    Both loops take their batches here, so their steps and batch are checked here, before anything runs."""
+    for name, v, least in (("steps", steps, 1), ("batch", batch, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            raise ValueError(f"{name}={v!r}: pass a whole number of at least {least}.")
+    if batch > n:
+        raise ValueError(f"batch={batch} is more rows than the data holds ({n}): pass batch <= len(x).")
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     if device is not None:
         order = order.to(device, non_blocking=True)
@@ -288,4 +331,6 @@ def fixed_train(model, x, y, steps=20, batch=32, lr=1e-2, opt=None):
 
 def train(model, x, y, steps=20, batch=32, lr=1e-2, opt=None):
     """The loop a model's fixes call for: `fixed_train` when "loop" is among them, else `slow_train`."""
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} rows and y {len(y)}: pass one label per row.")
     return (fixed_train if "loop" in model.fixed else slow_train)(model, x, y, steps, batch, lr, opt)

@@ -161,3 +161,16 @@ def case_torch_transformer_encoder():
 def case_torch_lstm():
     """nn.LSTM: cuDNN's fused kernels on CUDA, though meta and the CPU run it step by step."""
     return nn.LSTM(128, 256, num_layers=2, batch_first=True), (torch.randn(8, 50, 128),), {}
+
+
+def case_one_loss_returned_after_backward():
+    """One step that returns its loss after backward (the caller reads it): one graph, not kept across steps."""
+    def step(model, opt, x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    model = nn.Linear(512, 10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=True)
+    return step, (model, opt, torch.randn(256, 512), torch.randint(0, 10, (256,))), {}

@@ -205,3 +205,37 @@ def case_running_total_with_graph():
         return total
     model = _model()
     return train, (model, _opt(model), torch.randn(256, 512), torch.randint(0, 10, (256,))), {}
+
+
+def case_losses_returned_with_graphs():
+    """Lesson 07's wrong answer (issue 28): every step's loss kept with its graph in the list the loop returns."""
+    def train(model, opt, x, y):
+        losses = []
+        for _ in range(2):
+            loss = F.cross_entropy(model(x), y)  # expect: 07 graph kept alive
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+        return losses
+    model = _model()
+    return train, (model, _opt(model), torch.randn(256, 512), torch.randint(0, 10, (256,))), {}
+
+
+
+def case_sgd_written_by_hand_with_sub():
+    """Lesson 07's wrong answer (issue 28): SGD with momentum by hand, each parameter updated with its own sub_."""
+    def train(model, x, y, bufs):
+        params = list(model.parameters())
+        for _ in range(2):
+            loss = F.cross_entropy(model(x), y)
+            for p in params:
+                p.grad = None
+            loss.backward()
+            with torch.no_grad():
+                for i, p in enumerate(params):
+                    bufs[i] = bufs[i] * 0.9 + p.grad
+                    p.sub_(0.1 * bufs[i])  # expect: 04 for-loop optimizer
+    model = _model()
+    return train, (model, torch.randn(256, 512), torch.randint(0, 10, (256,)),
+                   [torch.zeros_like(p) for p in model.parameters()]), {}

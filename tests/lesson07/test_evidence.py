@@ -119,21 +119,30 @@ def _event(key, count=1, self_cpu=0.0, self_dev=0.0, kernel=False, annotation=Fa
 
 def test_the_gpu_summary_counts_each_kernel_and_each_wait_once():
     """On a GPU an aten row's self CUDA time is its kernels' time, which the kernels' own rows hold too, and the
-    optimizer's annotation spans kernels (the H200's "111.69%"); an .item() is _local_scalar_dense and, under it,
-    cudaMemcpyAsync + cudaStreamSynchronize: one wait."""
+    optimizer's annotation spans kernels (the H200's "111.69%"), on the host and as a GPU row; an .item() is
+    _local_scalar_dense and, under it, cudaMemcpyAsync + cudaStreamSynchronize: one wait. What the H200's tables
+    showed besides (2026-11-26): the profiler's own "Activity Buffer Request" at the top of self CPU, the GPU-side
+    Optimizer.step row among the kernels, and cudaDeviceSynchronize (the harness's and the profiler's) as a wait."""
     events = [_event("aten::mm", 10, 500.0, 300.0), _event("gemm_kernel", 10, 0.0, 300.0, kernel=True),
               _event("aten::sum", 4, 100.0, 100.0), _event("reduce_kernel", 4, 0.0, 100.0, kernel=True),
               _event("Optimizer.step#SGD.step", 2, 0.0, 450.0, annotation=True),
+              _event("Optimizer.step#SGD.step", 2, 0.0, 166.0, kernel=True),
+              _event("Activity Buffer Request", 2, 4890.0),
               _event("aten::_local_scalar_dense", 2, 10.0), _event("aten::nonzero", 6, 10.0),
               _event("cudaMemcpyAsync", 8, 40.0), _event("cudaStreamSynchronize", 8, 900.0),
-              _event("cudaLaunchKernel", 14, 70.0)]
+              _event("cudaDeviceSynchronize", 2, 20.0), _event("cudaLaunchKernel", 14, 70.0)]
     p = V.Profile("original", 2, True, "", None, events)
     s = V.summary(p)
     assert [round(share, 3) for _, _, share in s["top"][:2]] == [0.75, 0.25]  # of 400 µs of kernels, not 800
     assert s["syncs_per_step"] == 4 and s["per_step"] == 7 and s["launch_kind"] == "CUDA kernel launches"
+    assert s["by"] == "self CUDA" and s["device_ms"] == 0.2 and s["host_ms"] < 1.0  # no profiler, no annotation
     assert p.waits() == {"cudaStreamSynchronize": (4.0, 0.45)}
-    top = str(p.top(by="device"))
-    assert "Optimizer." not in top and "gemm_kernel" in top and "self CUDA (ms)" in top
+    by_device = str(p.top(by="device"))
+    assert "Optimizer." not in by_device and "aten::mm" in by_device and "gemm_kernel" not in by_device
+    by_host = str(p.top())
+    assert "Activity Buffer" not in by_host and "cudaStreamSynchronize" in by_host and "Optimizer." not in by_host
+    text = str(V.summary_table([p], [([], 0)]))
+    assert "by self CUDA time" in text and "GPU busy in kernels" in text
 
 
 def test_memory_snapshot_says_why_not_on_a_cpu():

@@ -84,3 +84,12 @@ def test_the_gpu_model_counts_what_launches_on_a_gpu():
         assert "nosuch" in str(err)
     else:
         raise AssertionError("an unknown GPU must be refused")
+
+
+def test_bad_arguments_are_refused_before_anything_runs():
+    import pytest
+
+    with pytest.raises(ValueError, match="steps=0"):
+        X.waterfall(steps=0)
+    with pytest.raises(ValueError, match="No datasheet for GPU 'nosuch'"):
+        G.gpu_model(gpus=["nosuch"])

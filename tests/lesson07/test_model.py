@@ -81,3 +81,47 @@ def test_the_optimizers():
     with torch.device("meta"):
         on_meta = M.Model(True, 24, 3, 2)
     assert M.optimizer(on_meta).defaults["foreach"] is True
+
+
+# --- bad inputs (issue 28 §5): one line each, before anything is built or trained ---------------------------
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(H=0), "H=0: the heads"), (dict(E=0), "E=0: the experts"), (dict(K=0), "K=0: the classes"),
+    (dict(C=2.5), "C=2.5"), (dict(fixed=1), "fixed=1: pass True, False, or a set"),
+    (dict(fixed={"gemm", "nosuch"}), "Unknown fix(es) ['nosuch']"), (dict(qkv=3), "qkv=3: pass a function")])
+def test_a_bad_model_is_refused_in_one_line(kw, words):
+    with pytest.raises(ValueError) as err:
+        M.Model(**kw)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_one_fix_named_as_a_string_is_that_fix():
+    assert M.Model(fixed="gemm", C=32, H=4, E=4).fixed == {"gemm"}  # not its letters ['e', 'g', 'm']
+
+
+@pytest.mark.parametrize("loop", [M.slow_train, M.fixed_train, M.train])
+@pytest.mark.parametrize("kw, words", [(dict(steps=0), "steps=0"), (dict(batch=0), "batch=0"),
+                                       (dict(batch=-3), "batch=-3"), (dict(batch=2.5), "batch=2.5"),
+                                       (dict(batch=65), "more rows than the data holds (64)")])
+def test_both_loops_refuse_the_same_bad_steps_and_batch(loop, kw, words):
+    x, y = M.make_data(n=64, T=4)
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        loop(M.Model("loop" if loop is M.fixed_train else False, 32, 4, 4), x, y, **kw)
+
+
+def test_copy_weights_refuses_models_of_another_shape():
+    """Between 4 and 8 heads it copied silently, and the outputs then differed by 3e-2."""
+    with pytest.raises(ValueError, match="differ in shape.*H=4.*H=8"):
+        M.copy_weights(M.Model(False, 32, 4, 4), M.Model(True, 32, 8, 4))
+
+
+def test_a_readers_qkv_with_the_original_numbers_keeps_the_original_model():
+    from lessons_lib.lesson07_capstone.exercise import qkv_starter
+
+    torch.manual_seed(0)
+    mine = M.Model(False, 24, 3, 2, dtype=torch.float64, qkv=qkv_starter)
+    ref = M.copy_weights(mine, M.Model(False, 24, 3, 2, dtype=torch.float64))
+    x, _ = M.make_data(n=5, T=3, dtype=torch.float64)
+    assert torch.allclose(mine(x), ref(x), rtol=1e-12, atol=1e-12)
+    back = M.copy_weights(ref, M.Model(False, 24, 3, 2, dtype=torch.float64, qkv=qkv_starter))
+    assert torch.equal(back.block.qkv.weight, mine.block.qkv.weight)
