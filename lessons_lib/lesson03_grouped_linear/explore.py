@@ -46,8 +46,26 @@ def _tf32_title() -> str:
 # --- recorded results and targets -------------------------------------------------------------------------
 
 
-QUICK_TUNE_BUDGET_S = 0.4  # --quick: auto tunes ~10 shapes; at 1.5 s each the H200's quick record of this
-# lesson ran past 90 s, where GPU validation gives a lesson 25 s
+# `record --quick` on a GPU must fit ~15 s (GPU validation gives a lesson 25 s; the H200 ran past it twice, still in
+# the headline: at min_run_time 50 ms a GPU measurement's blocks grow to 50-500 ms, times 7 samples, 1-3.5 s a
+# variant). Quick: samples of one call on a GPU (min_run_time 1 ms: about 11 calls a measurement), each measurement
+# of the headline and the sweep within QUICK_MEASURE_S, tuning within QUICK_TUNE_BUDGET_S a shape, 3 paired rounds.
+# Estimated from the H200's notebook timings (two notebooks at a time, so about twice the probe's): headline
+# forward 1.2 s and training step 2.1 s (the 110 ms block-diagonal step capped at ~6 calls), the sweep's two sizes
+# 2.4 s, the grids' four points 2.7 s, their paired rounds 1.2 s (4 s at worst): about 10 s, 15 s at worst, plus
+# the device's peaks where no lesson before measured them. tests/lesson03/test_explore.py counts that work.
+QUICK_TUNE_BUDGET_S = 0.25
+QUICK_MEASURE_S = 0.25  # each measurement of the headline and the sweep, warm-up included
+QUICK_PAIRED = {"rounds": 3, "max_rounds": 3, "max_time": 1.5}
+SWEEP_SIZES = {"cpu": [8, 16, 32, 64, 128], "cuda": [16, 32, 64, 100, 128, 256]}
+
+
+def _min_run_time(dev: torch.device, quick: bool, cpu_quick: float, full: float) -> float:
+    """A measurement's min_run_time: on a GPU in a quick run 1 ms, so that blocked_autorange's block is one
+    call (or ~1 ms of calls) and not the 10-100 ms blocks the timer's overhead rule asks for."""
+    if not quick:
+        return full
+    return 1e-3 if dev.type == "cuda" else cpu_quick
 
 
 def record(device, quick: bool = False) -> dict:
@@ -64,34 +82,35 @@ def record(device, quick: bool = False) -> dict:
 
 
 def _record(dev: torch.device, quick: bool) -> dict:
-    t = 0.05 if quick else 0.2
+    t = _min_run_time(dev, quick, 0.05, 0.2)
+    cap = QUICK_MEASURE_S if quick else None
     pk = roofline.measure_peaks(dev)
     fwd, train = with_variants(LESSON, auto=True), with_variants(TRAIN_LESSON, auto=True)
     shape = THREAD_SHAPE if dev.type == "cuda" else LESSON.defaults(dev)
     GL.clear_cache()
-    out = {"headline": results.run_to_dict(fwd.run(shape, dev, min_run_time=t), pk),
-           "headline_train": results.run_to_dict(train.run(shape, dev, min_run_time=t), pk)}
-    sizes = [8, 16, 32, 64, 128] if dev.type == "cpu" else [16, 32, 64, 100, 128, 256]
+    out = {"headline": results.run_to_dict(fwd.run(shape, dev, min_run_time=t, max_time=cap), pk),
+           "headline_train": results.run_to_dict(train.run(shape, dev, min_run_time=t, max_time=cap), pk)}
+    sizes = SWEEP_SIZES["cpu" if dev.type == "cpu" else "cuda"]
     if quick:
         sizes = sizes[:2]
-    sw = train.sweep("group_size", sizes, None if dev.type == "cpu" else THREAD_SHAPE, dev, min_run_time=t / 2,
-                     progress=False)
+    sw = train.sweep("group_size", sizes, None if dev.type == "cpu" else THREAD_SHAPE, dev,
+                     min_run_time=max(t / 2, 1e-3), progress=False, max_time=cap)
     out["sweeps"] = {"group_size": results.sweep_to_dict(sw)}
     grid = GRID_GPU if dev.type == "cuda" else GRID_CPU
     if quick:
         grid = {"groups": grid["groups"][:1], "group_size": grid["group_size"][:2]}
     names = [*GRID_VARIANTS, FORUM, AUTO]
+    paired = QUICK_PAIRED if quick else {"rounds": 5, "max_rounds": 9, "max_time": 20.0}
     out["grids"] = {}
     for kind, training in (("forward", False), ("training", True)):
         GL.clear_cache()
         g = crossover_grid(dev, grid["groups"], grid["group_size"], training=training, variants=names,
-                           max_time=0.6 if not quick else 0.05, min_run_time=0.1 if not quick else 0.03)
+                           max_time=0.6 if not quick else 0.03,
+                           min_run_time=_min_run_time(dev, quick, 0.03, 0.1))
         out["grids"][kind] = g.as_dict()
         if AUTO in g.medians:
-            out.setdefault("paired", {})[kind] = paired_check(g, rounds=5 if not quick else 3,
-                                                               max_rounds=9 if not quick else 3,
-                                                               min_run_time=0.05 if not quick else 0.01,
-                                                               max_time=20.0 if not quick else 3.0)
+            out.setdefault("paired", {})[kind] = paired_check(g, min_run_time=_min_run_time(dev, quick, 0.01, 0.05),
+                                                               **paired)
     out["tuning_seconds"] = [c.seconds for c in GL.cache().values()]
     out["busy"] = sorted({c.busy for c in GL.cache().values() if c.busy})
     try:

@@ -94,3 +94,44 @@ def test_a_quick_record_tunes_within_its_own_budget_and_restores_it(monkeypatch)
     explore.record("cpu", quick=True)
     explore.record("cpu")
     assert seen == [min(before, explore.QUICK_TUNE_BUDGET_S), before] and GL_tuning.TUNE_BUDGET_S == before
+
+
+def test_a_quick_record_on_a_gpu_asks_for_bounded_work(monkeypatch):
+    """`record --quick` ran past its 25 s cap on the H200, twice, still in the headline: at min_run_time 50 ms a
+    GPU measurement's blocks grew to 50-500 ms, 7 of them a variant. Counted here on the simulated GPU at tiny
+    shapes (the work asked for, never the seconds): every measurement takes samples of one call (min_run_time
+    1 ms); the headline's and the sweep's are capped at QUICK_MEASURE_S, the grid's at 0.03 s; 2 headline runs,
+    2 sweep points, 4 grid points and 3 paired rounds at each; 8 shapes tuned, each within QUICK_TUNE_BUDGET_S.
+    explore.py's comment turns that into seconds from the H200's timings: about 10 s, 15 s at worst."""
+    import torch
+
+    from lessons_lib.lesson import Lesson
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs the simulated GPU (-p tests.simgpu --simulate-gpu=h100) or a GPU")
+    monkeypatch.setattr(explore, "THREAD_SHAPE", {"batch": 1, "groups": 2, "group_size": 4, "length": 4})
+    monkeypatch.setattr(explore, "GRID_GPU", {"groups": [2, 4], "group_size": [4, 8, 16]})
+    monkeypatch.setattr(explore, "SWEEP_SIZES", {"cpu": [], "cuda": [4, 8, 16]})
+    monkeypatch.setattr(roofline, "measure_peaks", lambda *a, **k: roofline.Peaks(1e10, 1e10, 1e-5, "test"))
+    runs, budgets = [], []
+    real_run, real_tune = Lesson.run, GL_tuning._time_strategies
+
+    def counting_run(self, params, device=None, dtype=None, variants=None, min_run_time=0.2, **kwargs):
+        runs.append((min_run_time, kwargs.get("max_time")))
+        return real_run(self, params, device, dtype or torch.float32, variants, min_run_time, **kwargs)
+
+    def counting_tune(names, x, *args, ordered=False, **kwargs):
+        if not ordered:  # a new shape's first look
+            budgets.append(GL_tuning.TUNE_BUDGET_S)
+        return real_tune(names, x, *args, ordered=ordered, **kwargs)
+
+    monkeypatch.setattr(Lesson, "run", counting_run)
+    monkeypatch.setattr(GL_tuning, "_time_strategies", counting_tune)
+    section = explore.record("cuda", quick=True)
+    assert all(mrt <= 1e-3 for mrt, _cap in runs)
+    capped = [cap for _mrt, cap in runs if cap is not None]
+    paired = [cap for _mrt, cap in runs if cap is None]
+    assert sorted(capped) == [0.03] * 4 + [explore.QUICK_MEASURE_S] * 4  # 4 grid points; 2 headline + 2 sweep runs
+    assert len(paired) == 4 * explore.QUICK_PAIRED["max_rounds"]  # 3 paired rounds at each grid point
+    assert len(budgets) <= 8 and set(budgets) == {explore.QUICK_TUNE_BUDGET_S}
+    assert section["sweeps"]["group_size"]["values"] == [4, 8]
