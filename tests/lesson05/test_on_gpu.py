@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lessons_lib.lesson05_cuda_graphs import on_gpu
-from .helpers import CUDA
+from .helpers import CUDA, _solution
 
 
 # --- without a GPU: every GPU-only function explains itself ------------------------------------------
@@ -135,3 +135,26 @@ def test_graph_parts_time_the_replay_and_the_input_copies_apart(monkeypatch):
     assert set(parts.comparison.names) == {"eager", "graph replay", "graph replay + copies in"}
     assert parts.copy_bytes == 2 * 4 * (2 * 4 * 16 + 2 * 2 * 16) and 0 < parts.copies_model < 1
     assert "replay alone" in str(parts)
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
+def test_the_notebooks_cells_after_the_failed_capture_run_on_cuda(one_thread):
+    """What cells 33-42 call on a GPU, in the notebook's order and in one process (the H200 run stopped at cell 35:
+    nothing after it has run on a GPU), at a small shape: each prints, none raises, and CUDA still works after."""
+    import matplotlib.pyplot as plt
+
+    from lessons_lib.lesson05_cuda_graphs import exercise, explore
+
+    assert on_gpu.failed_capture_demo("cuda").endswith("torch.randn works")
+    cmp = on_gpu.compare_on_gpu({"width": 16, "batch": 4, "layers": 2}, "cuda", min_run_time=0.01)
+    text = str(cmp)
+    assert cmp.run is not None and "measured: eager takes" in text and "replay alone" in text
+    assert on_gpu.reduce_overhead_note("cuda")
+    ex = explore.explorer("cuda")
+    bundle = ex._repr_mimebundle_()  # the widget and its picture of recorded results, as the cell displays it
+    assert "text/plain" in bundle and "cuda" in ex.device_w.options
+    plt.close("all")
+    for step in (exercise.exercise_starter, _solution):
+        verdict = str(exercise.check_exercise(step))
+        assert "[GPU]" in verdict and "Traceback" not in verdict
+    assert (torch.randn(4, device="cuda") * 0).sum().item() == 0.0
