@@ -100,22 +100,55 @@ def call_for_tensor(fn, *inputs, shape: tuple, shape_name: str = "", limit: floa
         problem = f"output shape {tuple(out.shape)}, expected {shape_name + ' = ' if shape_name else ''}{tuple(shape)}"
     return out, problem
 
-def analyse_reader(analyse, make_inputs, limit: float | None = None):
+def analyse_reader(analyse, make_inputs, limit: float | None = None, check_inputs: bool = False):
     """Run a structural analysis (op trace, saved-tensor ledger) of the reader's code.
 
     It runs on `meta` tensors first (any shape, nothing allocated). Correct code may still need
     real values there (`.item()`, a tensor made on the CPU): then it runs on small CPU tensors.
-    Returns (result, device used, problem); problem is a one-line sentence or None."""
+    Returns (result, device used, problem); problem is a one-line sentence or None.
+    check_inputs: on either path, code that changed an input in place is a problem (on `meta`, where there are no
+    values, an in-place op on the input or a view of it: its version counter; on the CPU, its values), as
+    `call_reader` finds for the reader's own call: a checker must not pass code that, say, zeroes its bias after
+    computing only where the trace cannot see values."""
     problem = None
     for device in ("meta", "cpu"):
         try:
             with time_limit(limit or READER_TIME_LIMIT):
-                return analyse(*make_inputs(device)), device, None
+                inputs = make_inputs(device)
+                before = _input_state(inputs) if check_inputs else None
+                result = analyse(*inputs)
+            changed = _changed_input(inputs, before) if check_inputs else None
+            if changed is not None:
+                return result, device, f"your code changed input {changed} in place; leave the inputs as they were"
+            return result, device, None
         except TimeLimit as err:
             return None, device, f"your code was stopped: {err} (an endless loop?)"
         except Exception as err:  # the reader's code: report it, never raise
             problem = f"could not trace your code ({type(err).__name__}: {_one_line(err)})"
     return None, None, problem
+
+
+def check_name(problem: str, default: str) -> str:
+    """The verdict line a reader problem belongs on: an input changed in place is its own line, whatever the
+    checker was doing when it found it (a trace, a ledger, the reader's call)."""
+    return "leaves its inputs as they were" if "in place; leave the inputs" in problem else default
+
+
+def _input_state(inputs) -> list:
+    """Per input: (its version counter, a copy of its values where it has values), or None for a non-tensor."""
+    return [(t._version, None if t.device.type == "meta" else t.detach().clone()) if isinstance(t, torch.Tensor)
+            else None for t in inputs]
+
+
+def _changed_input(inputs, before) -> int | None:
+    """The index of the first input changed in place since `_input_state`, or None."""
+    for i, (t, old) in enumerate(zip(inputs, before)):
+        if old is None:
+            continue
+        version, values = old
+        if t._version != version or (values is not None and not torch.equal(t.detach(), values)):
+            return i
+    return None
 
 
 def speed_check(name: str, starter, reader, bar: float, device, max_time: float = 20.0,

@@ -108,3 +108,29 @@ def test_precision_label_names_tf32_only_where_cublas_or_cudnn_may_use_it():
             assert grading.precision_label("cuda") == "float32 GEMMs in TF32 (cuBLAS)"
         finally:
             torch.set_float32_matmul_precision(before)
+
+
+def test_analyse_reader_finds_an_input_changed_in_place_on_either_path():
+    # Lesson 04's checker passed code that zeroed its bias after computing, except when traced on meta.
+    def zeroes(x, b):
+        with torch.no_grad():
+            b.zero_()
+        return x + 1
+
+    def make(device):
+        return torch.ones(3, device=device), torch.ones(3, device=device)
+
+    _r, where, problem = grading.analyse_reader(lambda x, b: zeroes(x, b), make, check_inputs=True)
+    assert where == "meta" and "changed input 1 in place" in problem  # meta: the version counter
+    assert grading.check_name(problem, "can be traced") == "leaves its inputs as they were"
+
+    def zeroes_values(x, b):  # .data has its own version counter: only values can tell, on the CPU
+        if x.device.type == "meta":
+            raise RuntimeError("reads values")
+        b.data.zero_()
+        return x + 1
+
+    _r, where, problem = grading.analyse_reader(lambda x, b: zeroes_values(x, b), make, check_inputs=True)
+    assert where == "cpu" and "changed input 1 in place" in problem
+    _r, _where, problem = grading.analyse_reader(lambda x, b: zeroes(x, b), make)  # opt-in: old callers unchanged
+    assert problem is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import device as _device
+from .. import grading
 from ..grading import Verdict, analyse_reader, call_for_tensor, precision_label, rel_error
 from ..grading import speed_check as speed_check_of
 from ..trace import COPY_OPS, trace_ops
@@ -55,9 +56,9 @@ def check_exercise(fn) -> Verdict:
     def inputs(device):
         return torch.randn(B, T, D, device=device), torch.randn(H, Dh, D, device=device)
 
-    t, _where, problem = analyse_reader(lambda x, W: trace_ops(fn, x, W), inputs)
+    t, _where, problem = analyse_reader(lambda x, W: trace_ops(fn, x, W), inputs, check_inputs=True)
     if problem:
-        v.check("can be traced", False, problem)
+        v.check(grading.check_name(problem, "can be traced"), False, problem)
         return v
     v.check("launches exactly one GEMM", len(t.gemms) == 1, f"found {len(t.gemms)}: {[op.name for op in t.gemms]}")
     copies = [op for op in t.ops if op.name in COPY_OPS]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import device as _device
-from .. import memory
+from .. import grading, memory
 from ..device import fmt_bytes
 from ..grading import Verdict, analyse_reader, call_reader, rel_error
 
@@ -76,15 +76,15 @@ def check_exercise(fn) -> Verdict:
         return (torch.randn(B, T, G * D, device=device, requires_grad=True),
                 torch.randn(G, D, D, device=device, requires_grad=True))
 
-    led, _where, problem = analyse_reader(lambda x, W: memory.ledger(fn, x, W), inputs)
+    led, _where, problem = analyse_reader(lambda x, W: memory.ledger(fn, x, W), inputs, check_inputs=True)
     if problem:
-        v.check("can be traced", False, problem)
+        v.check(grading.check_name(problem, "can be traced"), False, problem)
         return v
     v.check(f"new memory saved for backward at most one copy of x ({fmt_bytes(act)}), at B, T, G, D = "
             f"{B}, {T}, {G}, {D}", led.total_bytes <= act, f"saves {fmt_bytes(led.total_bytes)}")
-    p, _where, problem = analyse_reader(lambda x, W: memory.peaks(fn, x, W), inputs)
+    p, _where, problem = analyse_reader(lambda x, W: memory.peaks(fn, x, W), inputs, check_inputs=True)
     if problem:
-        v.check("backward can be traced", False, problem)
+        v.check(grading.check_name(problem, "backward can be traced"), False, problem)
         return v
     v.check(f"backward peak at most 4 copies of x ({fmt_bytes(4 * act)})", p.backward.predicted <= 4 * act,
             f"predicted {fmt_bytes(p.backward.predicted)}")

@@ -79,9 +79,9 @@ def check_exercise(fn) -> Verdict:
             g = torch.Generator().manual_seed(n)
             return _exercise_pieces(n, *EXERCISE_PIECE, g, device)
 
-        t, _where, problem = analyse_reader(lambda *p: trace_ops(fn, *p), inputs)
+        t, _where, problem = analyse_reader(lambda *p: trace_ops(fn, *p), inputs, check_inputs=True)
         if problem:
-            v.check("can be traced", False, problem)
+            v.check(grading.check_name(problem, "can be traced"), False, problem)
             return v
         copied[n] = t.copied_bytes
     growth = copied[EXERCISE_GROWTH[1]] / max(copied[EXERCISE_GROWTH[0]], 1)
