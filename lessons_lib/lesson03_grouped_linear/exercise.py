@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import device as _device
+from ..grouped_linear.strategies import _n
 from ..grading import Verdict, analyse_reader, call_reader, rel_error, speed_check
 from ..trace import COPY_OPS, OpTrace, _Recorder
 from .lessons import THREAD_SHAPE
@@ -50,11 +51,6 @@ def _exercise_reference(x, w, b, G):
 
 TOLERANCE = 1e-4  # float32 against float64 at these shapes: ~1e-7 when right
 PARTS = ("the output", "the gradient of x", "the gradient of weight", "the gradient of bias")
-
-
-def _n(count: int, noun: str) -> str:
-    """'1 convolution', '2 convolutions'."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _shape_words(shape: tuple) -> str:

@@ -1,6 +1,8 @@
 """Lesson 03, look inside: copies, GEMM shapes, the conv backend, the optimizer's ops, the loop's graphs and compile."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from .. import compiling, noise, timing
@@ -8,6 +10,7 @@ from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table
 from ..grading import rel_error
+from ..grouped_linear.strategies import _n
 from ..trace import trace_ops
 from .lessons import LESSON, make_inputs, TRAIN_LESSON
 from .variants import slow_groups
@@ -73,7 +76,7 @@ def conv_backend(params: dict | None = None, device=None, dtype=torch.float32, t
     except Exception as err:  # a private API: if it changed, say so instead of failing
         return f"could not ask ATen ({type(err).__name__}); the profiler's kernel names say which ran."
     name = str(backend).split(".")[-1]
-    threads = f", {torch.get_num_threads()} threads" if dev.type == "cpu" else ""
+    threads = f", {_n(torch.get_num_threads(), 'thread')}" if dev.type == "cpu" else ""
     return (f"grouped Conv1d, {G} groups of {K}, input {p['batch']}×{G * K}×{p['length']} on {dev.type} "
             f"({str(dtype).replace('torch.', '')}{threads}{', training' if training else ''}): backend {name}")
 
@@ -168,7 +171,10 @@ def compile_loop(groups: int = 8, group_size: int = 16, rows: int = 64, device=N
     except (ImportError, AttributeError, RuntimeError) as err:  # an Inductor without these options
         return compiling.Compiled(None, "inductor", problem=f"this Inductor has no pre-grad fusion options ({err})"), ""
     compiling.reset()
-    with torch.no_grad(), patch:
+    with torch.no_grad(), patch, warnings.catch_warnings():
+        # Inductor's advice to turn TF32 on for float32 GEMMs (a GPU with TF32): the lesson keeps PyTorch's
+        # default, full float32, and says so beside every GPU timing (tf32_note); a red stderr block here is noise.
+        warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores")
         c = compiling.compile_cold(loop_rows, x, w, b, capture_code=True)
     if not c.ok:
         return c, str(c)
@@ -178,5 +184,5 @@ def compile_loop(groups: int = 8, group_size: int = 16, rows: int = 64, device=N
     with torch.no_grad():
         err = rel_error(c.fn(x, w, b), loop_rows(x.double(), w.double(), b.double()))
     ok = err <= 4 * 2e-6 * group_size**0.5
-    return c, (f"{groups} linears, {'batch_linear fusion on' if fuse else 'default options'}: library GEMMs in the "
+    return c, (f"{_n(groups, 'linear')}, {'batch_linear fusion on' if fuse else 'default options'}: library GEMMs in the "
                f"generated code: {line}; against float64 {'✓' if ok else '✗'}")
