@@ -318,7 +318,8 @@ def graphed_callables_ratio(width: int = 512, batch: int = MODEL_BATCH, layers: 
 
 
 # The warning make_graphed_callables' gradients meet (torch/csrc/autograd/input_buffer.cpp, TORCH_WARN_ONCE): the
-# graphed function hands each gradient from the current stream to an AccumulateGrad node made on the capture stream.
+# graphed function hands each gradient from the current stream to an AccumulateGrad node made during the wrapper's
+# warm-up on its side stream (torch/cuda/graphs.py: the warm-up's outputs keep the nodes alive into the capture).
 ACCUMULATE_GRAD_WARNING = "The AccumulateGrad node's stream does not match"
 
 
