@@ -185,4 +185,25 @@ def targets(device, section: dict) -> list[dict]:
 
 
 def _shape_words(dims: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in dims.items())
+    """C=..., H=..., E=..., T=..., batch=... in SHAPE's order (a saved file's keys are sorted)."""
+    keys = [k for k in SHAPE["cpu"] if k in dims] + [k for k in dims if k not in SHAPE["cpu"]]
+    return ", ".join(f"{k}={dims[k]}" for k in keys)
+
+
+def recorded_shapes(key: str = KEY) -> str:
+    """One line per recorded file: the shape its headline was recorded at and, for a measured one, how (quick or
+    not, the load average and threads): the figure beside it mixes shapes, and a loaded CPU reads several times
+    slower than the same CPU idle."""
+    lines = []
+    for rec in results.for_lesson(key):
+        head = (rec.lesson(key) or {}).get("headline") or {}
+        at = _shape_words(head.get("params", {})) or "?"
+        how = ""
+        cond = (rec.meta.get("conditions") or {}).get(key)
+        if rec.kind == "measured" and cond:
+            load = cond.get("load_average") or []
+            how = (f" (record{' --quick' if cond.get('quick') else ''}, load {load[0]:.1f} on {cond.get('threads')} "
+                   f"thread{'s' * (cond.get('threads') != 1)}" + (f", beside: {cond['beside']}" if cond.get("beside")
+                                                                   else "") + ")" if load else "")
+        lines.append(f"{rec.short()}: at {at}{how}")
+    return "\n".join(lines)

@@ -7,6 +7,7 @@
 - `sync_story`: those syncs and reads, line by line; `index_syncs`: x[idx] with the indices on the host or not.
 - `chain_counts`: the hand-written norm and GELU against the built-ins, counted by the op trace and the ledger.
 - `broadcast_costs`: where one broadcast q/k/v projection's time goes, forward and backward (torch.profiler).
+- `diagnosed`, `diagnosis_table`: the hunt's end: lessons_lib.diagnose on both loops, in one call each.
 """
 from __future__ import annotations
 
@@ -204,3 +205,38 @@ def broadcast_table(cmp, device="cpu", dims: dict | None = None):
 def _op(op) -> str:
     name, shp = op
     return f"{name} {'x'.join(map(str, shp))}"
+
+
+# === the hunt's end: lessons_lib.diagnose finds it all in one call =======================================
+
+def diagnosed(steps: int = 2, dims: dict | None = None) -> dict:
+    """{"original": Report, "fixed": Report}: lessons_lib.diagnose on each loop as `findings` runs it (the CPU's
+    shape on every machine, the optimizer built once and past its first step), on meta copies, as a T4 would run
+    it. The same on every machine (tests/diagnose/test_lesson07.py holds it to the findings table)."""
+    from .. import diagnose
+
+    d = dims or shape("cpu")
+    x, y = make_data(n=steps * d["batch"], T=d["T"])
+    slow, fixed = pair(dims=d)
+    out = {}
+    for name, model, train in (("original", slow, slow_train), ("fixed", fixed, fixed_train)):
+        opt = optimizer(model)
+        train(model, x[:d["batch"]], y[:d["batch"]], 1, d["batch"], opt=opt)  # momentum buffers made
+        out[name] = diagnose(train, model, x, y, steps, d["batch"], opt=opt)
+    return out
+
+
+def diagnosis_table(report, title: str = "") -> "html_table":
+    """A Report as a table of (lesson, pitfall, your line, the evidence's gist): no file paths, so the same on
+    every machine (a notebook cell's file name is not)."""
+    if report.clean:
+        rows = [("lesson", "pitfall", "your line", "evidence"), ("", "no pitfall found", "", report.step["summary"])]
+    else:
+        rows = [("lesson", "pitfall", "your line", "evidence")]
+        rows += [(f.lesson, f.kind, f"{f.where.function}(): {f.where.text}" if f.where.function else f.where.text,
+                  f.evidence.split("; ")[0][:110]) for f in report.findings]
+    from ..diagnose import a_gpu
+
+    n = len(report.findings)
+    return html_table(rows, caption=title or f"lessons_lib.diagnose: {n} finding{'s' * (n != 1)} (ran on "
+                      f"{report.ran_on}; costs on {a_gpu(report.gpu)}: roofline model)")

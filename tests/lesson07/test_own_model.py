@@ -1,0 +1,56 @@
+"""The last exercise (issue 29): lessons_lib.diagnose on nn.MultiheadAttention, predicted, fixed, rerun until clean;
+and the hunt's end, diagnose on both loops, printed the same on every machine."""
+from lessons_lib import diagnose
+from lessons_lib.lesson07_capstone import explore as X
+from lessons_lib.lesson07_capstone import own_model as O
+from lessons_lib.lesson07_capstone import tools as T
+
+
+def fixed_attention(mha, x):
+    out, _ = mha(x, x, x, need_weights=False)
+    return out
+
+
+def test_the_starter_keeps_the_attention_matrix_and_need_weights_false_is_clean():
+    starter = O.check_attention_step(O.attention_starter)
+    assert starter.checks[0][1] and not starter.passed
+    assert "lesson 02 attention matrix kept for backward at: out, _weights = mha(x, x, x)" in starter.checks[1][2]
+    assert O.check_attention_step(fixed_attention).passed
+
+
+def test_a_fix_that_changes_the_numbers_or_returns_nothing_fails():
+    def detached(mha, x):
+        return fixed_attention(mha, x).detach()
+
+    def doubled(mha, x):
+        return 2 * fixed_attention(mha, x)
+
+    assert not O.check_attention_step(detached).passed
+    assert "relative error" in str(O.check_attention_step(doubled))
+    assert "returned NoneType" in str(O.check_attention_step(lambda mha, x: None))
+    assert not O.check_attention_step("step").passed
+
+
+def test_the_printed_report_names_no_file():
+    text = O.diagnosis_lines(diagnose(O.attention_starter, *O.attention_inputs()))
+    assert text.startswith("✗ lesson 02, attention matrix kept for backward — at: out, _weights = mha(x, x, x)")
+    assert ".py" not in text and "need_weights=False" in text
+    assert O.diagnosis_lines(diagnose(fixed_attention, *O.attention_inputs())).startswith("✓ no pitfall found")
+
+
+def test_the_hunts_end_diagnose_on_both_loops_as_the_findings_table_runs_them():
+    small = dict(C=32, H=4, E=4, T=6, batch=8)
+    reports = T.diagnosed(dims=small)
+    assert reports["fixed"].clean and not reports["original"].clean
+    kinds = {f.kind for f in reports["original"].findings}
+    assert {"broadcast matmul", "GEMMs in a Python loop", "elementwise chain", "host sync", "cat in a loop",
+            "for-loop optimizer", "attention matrix kept for backward"} <= kinds
+    table = str(T.diagnosis_table(reports["original"]))
+    assert "qkv_broadcast(): return xh @ wq" in table and ".py" not in table
+    assert "no pitfall found" in str(T.diagnosis_table(reports["fixed"]))
+
+
+def test_recorded_shapes_say_where_each_file_was_recorded():
+    text = X.recorded_shapes()
+    for line in text.splitlines():
+        assert ": at C=" in line and ("model" in line or "load" in line or "measured" in line)
