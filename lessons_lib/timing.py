@@ -85,6 +85,18 @@ def _stats(samples: list[float]) -> tuple[float, float]:
     return statistics.median(samples), q[2] - q[0]
 
 
+def timing_device(device=None) -> torch.device:
+    """Where a public timing function runs, resolved once: `device.pick`'s checks (a device type the course
+    does not run on, a GPU this machine lacks: one sentence each), and `meta` refused, since a meta tensor
+    has no values and takes no time (shape-only analyses take meta; timings do not)."""
+    from .device import pick
+
+    dev = pick(device)
+    if dev.type == "meta":
+        raise ValueError("Timings run on 'cpu' or 'cuda', not 'meta': a meta tensor has no values and takes no time.")
+    return dev
+
+
 def resolve_device(device, args) -> torch.device:
     """The device passed, else the first non-CPU tensor argument's (a closure has none: pass it)."""
     return torch.device(device) if device is not None else _device_of(args)

@@ -87,6 +87,14 @@ def model_table(nbytes: int, names=("T4", "L4", "A100", "H100")) -> str:
     """Per named GPU: the datasheet link and the modelled copy time of `nbytes`, pinned and pageable."""
     from .display import text_table
 
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
+        raise ValueError(f"nbytes must be a whole number of bytes >= 1, such as 40_000_000, got {nbytes!r}.")
+    if isinstance(names, str):
+        raise ValueError(f"names must be a list of GPU names, such as ('T4', 'H100'), got {names!r}.")
+    unknown = [n for n in names if model(n) is None]
+    if unknown:
+        raise ValueError(f"No datasheet host link for {unknown}: name GPUs such as {', '.join(sorted(LINKS))}.")
+
     rows = [("GPU (model)", "host link", "peak GB/s per dir.", f"pinned {fmt_bytes(nbytes)}",
              "pageable", "NVLink GB/s per dir.")]
     for n in names:

@@ -183,7 +183,7 @@ def demo_no_sync(device=None, n: int | None = None, min_run_time: float = 0.2) -
     On a GPU the loop only queues kernels, so it times the launches. On a CPU every op
     finishes before it returns, so the two numbers agree: there is nothing to miss.
     """
-    dev = pick(device)
+    dev = timing.timing_device(device)
     n = _check_size(n, "n", 1, 16384) or sizes(dev).matmul
     _check_seconds(min_run_time, "min_run_time")
     check_fits(3 * n * n * 4, dev, what=f"a {n}×{n} matmul")
@@ -206,7 +206,7 @@ def demo_first_call(device=None, n: int | None = None, min_run_time: float = 0.2
     """Time the very first call (seed 001 has no warm-up). Runs in a fresh Python process,
     so that it is really the first: cuBLAS handles and kernel loading on a GPU, library
     initialisation and fresh memory pages on a CPU. Rerunning it gives a cold call again."""
-    dev = pick(device)
+    dev = timing.timing_device(device)
     n = _check_size(n, "n", 1, 16384) or sizes(dev).matmul
     _check_seconds(min_run_time, "min_run_time")
     check_fits(3 * n * n * 4, dev, what=f"a {n}×{n} matmul")
@@ -226,7 +226,7 @@ def demo_first_call(device=None, n: int | None = None, min_run_time: float = 0.2
 def demo_random_data(device=None, rows: int | None = None, width: int | None = None,
                      min_run_time: float = 0.2) -> Demo:
     """Time `f(torch.randn(...))` (seed 003) against `f(x)` with `x` made beforehand."""
-    dev = pick(device)
+    dev = timing.timing_device(device)
     s = sizes(dev)
     rows = _check_size(rows, "rows", 1, 1 << 24) or s.rows
     width = _check_size(width, "width", 1, 1 << 20) or s.width
@@ -243,7 +243,7 @@ def demo_random_data(device=None, rows: int | None = None, width: int | None = N
 
 def demo_single_run(device=None, n: int | None = None, min_run_time: float = 0.2) -> Demo:
     """One warm, synchronized call: honest in method, but one sample is one roll of the dice."""
-    dev = pick(device)
+    dev = timing.timing_device(device)
     n = _check_size(n, "n", 1, 16384) or sizes(dev).matmul
     _check_seconds(min_run_time, "min_run_time")
     check_fits(3 * n * n * 4, dev, what=f"a {n}×{n} matmul")
@@ -255,7 +255,7 @@ def demo_single_run(device=None, n: int | None = None, min_run_time: float = 0.2
 
 def demo_mean(device=None, n: int | None = None, min_run_time: float = 0.2) -> Demo:
     """The mean of per-call times with the first call included: outliers drag it up."""
-    dev = pick(device)
+    dev = timing.timing_device(device)
     n = _check_size(n, "n", 1, 16384) or sizes(dev).matmul
     _check_seconds(min_run_time, "min_run_time")
     check_fits(3 * n * n * 4, dev, what=f"a {n}×{n} matmul")
@@ -300,7 +300,7 @@ def demo_hot_cache(device=None, nbytes: int | None = None, rotate_bytes: int | N
     """A memory-bound op (a sum) on one small input, again and again, so it sits in cache,
     against the same op rotating through copies that together far exceed the cache.
     With `flush=True`, also the harness's per-call cache flush."""
-    dev = pick(device)
+    dev = timing.timing_device(device)
     s = sizes(dev)
     nbytes = _check_size(nbytes, "nbytes", 4096, 1 << 34) or s.cache_bytes
     rotate_bytes = _check_size(rotate_bytes, "rotate_bytes", 4096, 1 << 36) or s.rotate_bytes

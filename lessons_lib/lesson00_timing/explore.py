@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from .. import noise, results
+from .. import noise, results, timing
 from ..device import pick
 from ..timing import Timing, fmt_time
 from .demos import (Demo, demo_first_call, demo_hot_cache, demo_mean, demo_no_sync, demo_one_thread,
@@ -62,7 +62,7 @@ def recorded_gpu_summary(demo: str | None = None) -> str:
 
 def run_all(device=None, min_run_time: float = 0.2, flush: bool = True) -> list[Demo]:
     """Every mistake that times real torch code on `device`, at the default shapes."""
-    dev = pick(device)
+    dev = timing.timing_device(device)
     return [
         demo_no_sync(dev, min_run_time=min_run_time),
         demo_first_call(dev, min_run_time=min_run_time),

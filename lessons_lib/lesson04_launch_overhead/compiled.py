@@ -82,7 +82,7 @@ def compile_and_compare(params: dict, device=None, small: dict | None = None,
                         min_run_time: float = 0.2) -> CompiledRun:
     """Compile PseudoLinear's forward once (dynamic shapes, so the odd and small shapes reuse it),
     report the cold compile, check it against float64 and time the steady state against eager."""
-    dev = _device.pick(device)
+    dev = timing.timing_device(device)
     full = LESSON.check(params, dev, torch.float32)
     inputs = make_inputs(full, dev, torch.float32)
     c = compiling.compile_cold(pseudo_linear, *inputs, dynamic=True, capture_code=True)
@@ -117,7 +117,7 @@ def compiled_training_check(params: dict, device=None) -> str:
     Inductor's decompositions and partitioner but no code generation (`default_backend`): that checks
     the captured forward and backward graphs, not the generated code.
     """
-    dev = _device.pick(device)
+    dev = timing.timing_device(device)
     backend = compiling.default_backend(dev)
     full = TRAIN_LESSON.check(params, dev, torch.float32)
     inputs = make_train_inputs(full, dev, torch.float32)

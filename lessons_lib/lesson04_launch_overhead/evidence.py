@@ -19,7 +19,7 @@ from .lessons import LESSON, THREAD_SHAPE, TRAIN_LESSON, _measure, _shape, make_
 
 def overhead_timings(device=None, min_run_time: float = 0.1) -> list[timing.Timing]:
     """What one tiny op costs here, where the work is nothing and only the overhead remains."""
-    dev = _device.pick(device)
+    dev = timing.timing_device(device)
     return [_measure(fn, *args, label=label, min_run_time=min_run_time, device=dev)
             for label, fn, args in overhead_cases(dev)]
 
@@ -69,7 +69,7 @@ def overhead_summary(ts: list[timing.Timing]) -> str:
 
 def peaks(device=None, dtype=torch.float32) -> roofline.Peaks:
     """The device's measured peaks; their launch cost is the measured per-op overhead, on a CPU too."""
-    return roofline.measure_peaks(_device.pick(device), dtype)
+    return roofline.measure_peaks(timing.timing_device(device), dtype)
 
 
 def regime_terms(work: roofline.Work, peaks_: roofline.Peaks) -> dict[str, float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import grading, noise
+from .. import grading, noise, timing
 from .. import device as _device
 from ..display import text_table
 from .lessons import FORWARD_FIXES, TRAIN_LESSON, _bytes, _module_ops
@@ -76,7 +76,12 @@ def optimizer_timings(device=None, n_tensors: int = 64, size: int = 1000, min_ru
                       max_time: float = 4.0) -> noise.Comparison:
     """One SGD step over `n_tensors` tensors, for loop against foreach, in the noise rule's paired rounds
     (`.timings` holds the last round's Timing of each; on the H200 one timing a side spread 77%)."""
-    dev = _device.pick(device)
+    dev = timing.timing_device(device)
+    for name, value in (("n_tensors", n_tensors), ("size", size)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 31:
+            raise ValueError(f"{name} must be a whole number from 1 to {1 << 31:,}, got {value!r}.")
+    # each tensor and its gradient, float32, checked before the first is allocated
+    _device.check_fits(2 * 4 * n_tensors * size, dev, f"{n_tensors:,} tensors of {size:,} elements and their gradients")
     params = [torch.zeros(size, device=dev, requires_grad=True) for _ in range(n_tensors)]
     for p in params:
         p.grad = torch.ones(size, device=dev)

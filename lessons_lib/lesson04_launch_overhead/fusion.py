@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 
-from .. import noise, results
+from .. import noise, results, timing
 from .. import device as _device
 from ..display import text_table
 from ..timing import fmt_time
@@ -98,7 +98,7 @@ def fusion_causes(params: dict, device=None, compiled=None, max_time: float = 5.
                   min_run_time: float = 0.02) -> FusionCauses:
     """Take fusion's measured gain apart. `compiled`: the compiled PseudoLinear (CompiledRun's
     `compiled.fn`), reused so no second compile happens."""
-    dev = _device.pick(device)
+    dev = timing.timing_device(device)
     full = LESSON.check(params, dev, torch.float32)
     if compiled is None:
         raise ValueError("Pass the compiled function (compile_and_compare(...).compiled.fn).")

@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 
-from .. import noise, results
+from .. import noise, results, timing
 from .. import device as _device
 from ..display import text_table
 from ..timing import fmt_time
@@ -39,9 +39,10 @@ def reproduce(device=None, width: int | None = None, batch: int | None = None, l
     """The posted benchmark and the fixed one, both timed with the course harness (training steps),
     in paired alternating rounds (the noise rule): `.timings` holds the last round's, and the ratios
     Linear / PseudoLinear are medians of per-round ratios."""
-    dev = _device.pick(device)
-    p = LESSON.check({"width": width or LESSON.param("width").default(dev),
-                      "batch": batch or LESSON.param("batch").default(dev), "layers": layers}, dev, torch.float32)
+    dev = timing.timing_device(device)
+    p = LESSON.check({"width": LESSON.param("width").default(dev) if width is None else width,  # 0 is refused,
+                      "batch": LESSON.param("batch").default(dev) if batch is None else batch,  # not the default
+                      "layers": layers}, dev, torch.float32)
     _device.check_fits(train_peak_bytes(p, torch.float32), dev, "the benchmark")
     W, B, L = p["width"], p["batch"], p["layers"]
     torch.manual_seed(0)

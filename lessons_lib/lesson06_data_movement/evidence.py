@@ -23,6 +23,26 @@ def _measure(fn, *args, label: str, device, min_run_time: float = 0.1, max_time:
     return timing.measure(fn, *args, label=label, min_run_time=min_run_time, max_time=max_time, device=device)
 
 
+def _whole(value, name: str, lo: int = 1, hi: int = 1 << 40) -> int:
+    """A count or size entering a public function: a whole number in range, or one sentence (ValueError)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be a whole number from {lo:,} to {hi:,}, got {value!r}.")
+    return value
+
+
+def _shape(size, name: str = "size") -> tuple[int, ...]:
+    """A tensor shape entering a public function: a tuple of whole numbers >= 1, or one sentence."""
+    if not isinstance(size, (tuple, list)) or not size or any(
+            isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in size):
+        raise ValueError(f"{name} must be a tuple of whole numbers >= 1, such as (64, 32), got {size!r}.")
+    return tuple(size)
+
+
+def _course_device(device):
+    """Where a timing runs: 'cpu' or 'cuda' (`timing.timing_device`: meta, mps, a missing GPU refused)."""
+    return timing.timing_device(device)
+
+
 # === summary ======================================================================================
 
 CLAIMS = [

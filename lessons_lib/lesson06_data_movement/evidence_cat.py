@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .. import noise
+from .. import noise, timing
 from .. import device as _device
 from ..display import text_table
 from .explore import CAT_LESSON, cat_inputs
@@ -44,7 +44,7 @@ def cat_verdict(device=None, pieces: int | None = None, max_time: float = 3.0):
     only what the rounds decide. The last round's timings are in `cmp.timings`. On a CPU at 64 pieces by
     default: at 256 one call of the loop takes 50-400 ms on a busy 2-core machine, and paired rounds of
     it would take a minute (the n² bytes at 256 pieces come from the trace instead)."""
-    dev = _device.pick(device)
+    dev = timing.timing_device(device)
     p = {**CAT_LESSON.defaults(dev), "pieces": pieces or (CAT_LESSON.defaults(dev)["pieces"] if dev.type == "cuda" else 64)}
     CAT_LESSON.check(p, dev, torch.float32)
     pieces = cat_inputs(p, dev, torch.float32)

@@ -8,7 +8,7 @@ import torch.nn as nn
 from .. import memory, noise, timing
 from .. import device as _device
 from ..grading import rel_error
-from .evidence import _measure
+from .evidence import _course_device, _measure, _whole
 from .variants import GRAD_MODES
 
 
@@ -27,10 +27,20 @@ def saved_bytes(batch: int = 256, width: int = 512, depth: int = 3) -> dict[str,
     return {name: memory.ledger(fn, model, x).total_bytes for name, fn in GRAD_MODES.items()}
 
 
+def _grad_shape(device, batch, width, depth):
+    """(device, batch) after checking the shape, and that the model and a forward's activations fit, before
+    anything is allocated."""
+    dev = _course_device(device)
+    batch = _whole(batch, "batch") if batch is not None else (4096 if dev.type == "cuda" else 64)
+    _whole(width, "width")
+    _whole(depth, "depth", 1, 1000)
+    _device.check_fits(4 * (depth * width * (width + 1) + 3 * batch * width), dev, "the MLP and its activations")
+    return dev, batch
+
+
 def grad_mode_timings(device=None, batch: int | None = None, width: int = 512, depth: int = 3,
                       min_run_time: float = 0.1) -> dict[str, timing.Timing]:
-    dev = _device.pick(device)
-    batch = batch or (4096 if dev.type == "cuda" else 64)
+    dev, batch = _grad_shape(device, batch, width, depth)
     model = mlp(width, depth).to(dev)
     x = torch.randn(batch, width, device=dev)
     return {name: _measure(fn, model, x, label=name, min_run_time=min_run_time, device=dev)
@@ -48,8 +58,7 @@ def grad_modes_agree() -> float:
 def grad_mode_verdict(device=None, batch: int | None = None, width: int = 512, depth: int = 3,
                       max_time: float = 4.0):
     """(Comparison, sentence): a forward with autograd against inference_mode, paired rounds."""
-    dev = _device.pick(device)
-    batch = batch or (4096 if dev.type == "cuda" else 64)
+    dev, batch = _grad_shape(device, batch, width, depth)
     model = mlp(width, depth).to(dev)
     x = torch.randn(batch, width, device=dev)
     cmp = noise.compare({name: (lambda fn=fn: fn(model, x)) for name, fn in GRAD_MODES.items()},

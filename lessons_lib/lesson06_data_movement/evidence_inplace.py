@@ -9,7 +9,7 @@ from .. import noise, timing
 from .. import device as _device
 from ..display import text_table
 from ..trace import trace_ops
-from .evidence import _measure
+from .evidence import _course_device, _measure, _whole
 from .variants import in_place, into_buffer, normalise_in_place, out_of_place
 
 
@@ -30,8 +30,8 @@ def inplace_timings(device=None, n: int | None = None, min_run_time: float = 0.1
     On a CPU a fresh large output comes from the OS (mmap), and its first touch page-faults: the
     out=buf version separates the allocation from in-place-ness. On CUDA the caching allocator
     hands back the same block, so the three are close."""
-    dev = _device.pick(device)
-    n = n or (1 << 26 if dev.type == "cuda" else 1 << 23)
+    dev = _course_device(device)
+    n = _whole(n, "n") if n is not None else (1 << 26 if dev.type == "cuda" else 1 << 23)
     _device.check_fits(4 * 4 * n, dev, "the in-place comparison")
     a, b, buf = torch.rand(n, device=dev), torch.rand(n, device=dev), torch.empty(n, device=dev)
     calls = {"a + b (new output)": (out_of_place, a, b), "torch.add(a, b, out=buf)": (into_buffer, a, b, buf),
@@ -51,8 +51,8 @@ def inplace_cause(device=None, n: int | None = None, max_time: float = 4.0):
     the cause, out=buf costs ~4/3 of in-place (4 arrays of traffic against 3) and the copy costs about the
     in-place add (3 against 3) although it moves two thirds of the useful bytes. Returns (Comparison,
     sentences)."""
-    dev = _device.pick(device)
-    n = n or (1 << 26 if dev.type == "cuda" else 1 << 22)
+    dev = _course_device(device)
+    n = _whole(n, "n") if n is not None else (1 << 26 if dev.type == "cuda" else 1 << 22)
     _device.check_fits(4 * 3 * n, dev, "the in-place comparison")
     a, b, buf = torch.rand(n, device=dev), torch.rand(n, device=dev), torch.empty(n, device=dev)
     fns = {"a + b (new output)": lambda: a + b, "a.add_(b)": lambda: a.add_(b),

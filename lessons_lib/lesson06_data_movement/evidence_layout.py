@@ -8,7 +8,8 @@ import torch.nn as nn
 from .. import grading, noise, timing
 from .. import device as _device
 from ..grading import rel_error
-from .evidence import _measure
+from ..lesson_parts import check_dtype
+from .evidence import _course_device, _measure, _whole
 
 
 def convnet(channels: int = 32) -> nn.Module:
@@ -20,8 +21,12 @@ def convnet(channels: int = 32) -> nn.Module:
 
 def layout_inputs(device=None, batch: int | None = None, size: int | None = None, dtype=torch.float32):
     dev = _device.pick(device)
-    batch = batch or (64 if dev.type == "cuda" else 4)  # CPU: small enough for paired rounds in a few seconds
-    size = size or (64 if dev.type == "cuda" else 16)
+    dtype = check_dtype(dtype)
+    batch = _whole(batch, "batch") if batch is not None else (64 if dev.type == "cuda" else 4)  # CPU: quick rounds
+    size = _whole(size, "size", 1, 1 << 16) if size is not None else (64 if dev.type == "cuda" else 16)
+    # the input, and the convnet's widest activations (2 x 32 channels), two of them alive, in both layouts
+    itemsize = dtype.itemsize
+    _device.check_fits(itemsize * batch * size * size * (3 + 4 * 64), dev, "the convnet's input and activations")
     x = torch.randn(batch, 3, size, size, device=dev, dtype=dtype)
     return x
 
@@ -48,7 +53,7 @@ def layout_strides(batch: int = 2, size: int = 8) -> str:
 
 def layout_timings(device=None, dtype=torch.float32, min_run_time: float = 0.1, **kw) -> dict[str, timing.Timing]:
     """The small convnet's forward, NCHW vs channels_last, model and input in the same layout."""
-    dev = _device.pick(device)
+    dev = _course_device(device)
     x = layout_inputs(dev, dtype=dtype, **kw)
     out = {}
     with torch.no_grad():
@@ -61,7 +66,7 @@ def layout_timings(device=None, dtype=torch.float32, min_run_time: float = 0.1, 
 
 def layout_verdict(device=None, dtype=torch.float32, max_time: float = 4.0, **kw):
     """(Comparison, sentence): the small convnet's forward in NCHW against channels_last, paired rounds."""
-    dev = _device.pick(device)
+    dev = _course_device(device)
     x = layout_inputs(dev, dtype=dtype, **kw)
     fns = {}
     for name, fmt in (("contiguous NCHW", torch.contiguous_format), ("channels_last", torch.channels_last)):

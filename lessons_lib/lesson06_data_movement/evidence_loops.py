@@ -65,7 +65,7 @@ def extrapolate_elementwise(device=None, elements: int = 300, min_run_time: floa
     Only `elements` (at most 2,000) are ever run: the whole loop would take hours."""
     if isinstance(elements, bool) or not isinstance(elements, int) or not 1 <= elements <= 2000:
         raise ValueError(f"elements must be a whole number from 1 to 2000 (a few hundred is plenty), got {elements!r}.")
-    dev = _device.pick(device)
+    dev = timing.timing_device(device)
     rows, cols = SEED_EXAMPLE2["size"]
     a = torch.rand(rows, cols, device=dev)
     b = torch.rand(10, device=dev)

@@ -11,13 +11,19 @@ from .. import device as _device
 from ..display import text_table
 from ..syncs import syncs
 from ..timing import fmt_time
-from .evidence import _measure
+from .evidence import _course_device, _measure, _shape, _whole
 from .variants import SEED_EXAMPLE1, copy_only_loop, kept_on_device_loop, posted_transfer_loop
 
 
 def transfer_syncs(device=None, num_iterations: int = 5, size=(64, 32)) -> dict:
     """The sync detector on the seed's two loops (small tensors: the count, not the time, matters)."""
     dev = _device.pick(device)
+    num_iterations = _whole(num_iterations, "num_iterations", 1, 10_000)
+    size = _shape(size)
+    nbytes = 4 * math.prod(size)
+    _device.check_fits(2 * nbytes, "cpu", "the transfer loops' tensors")  # the CPU tensor and its copies
+    if dev.type != "cpu":
+        _device.check_fits(2 * nbytes, dev, "the transfer loops' tensors")
     cpu_tensor = torch.rand(size)
     gpu_tensor = cpu_tensor.to(dev)
     return {"as posted": syncs(posted_transfer_loop, cpu_tensor, num_iterations, dev),
@@ -60,9 +66,11 @@ def seed_example1_model_table(rows=None) -> str:
 
 def seed_example1_timings(device=None, size=None, num_iterations: int = 10, min_run_time: float = 0.1) -> dict:
     """The seed's two loops and the copy-only loop, timed with the harness (a fixed number of passes)."""
-    dev = _device.pick(device)
-    size = size or (SEED_EXAMPLE1["size"] if dev.type == "cuda" else (1000, 1000))
+    dev = _course_device(device)
+    num_iterations = _whole(num_iterations, "num_iterations", 1, 10_000)
+    size = _shape(size or (SEED_EXAMPLE1["size"] if dev.type == "cuda" else (1000, 1000)))
     _device.check_fits(3 * 4 * math.prod(size), dev, "seed example 1")
+    _device.check_fits(4 * math.prod(size), "cpu", "seed example 1's CPU tensor")
     cpu_tensor = torch.rand(size)
     gpu_tensor = cpu_tensor.to(dev)
     out = {"as posted": _measure(posted_transfer_loop, cpu_tensor, num_iterations, dev, label="as posted",
@@ -75,12 +83,16 @@ def seed_example1_timings(device=None, size=None, num_iterations: int = 10, min_
 def seed_example1_verdict(device=None, size=None, num_iterations: int = 10, max_time: float = 8.0):
     """(Comparison, sentence): the posted loop against the kept-on-device one in paired rounds (the
     noise rule), on a GPU; on a CPU both sum the same tensor, so there is nothing to conclude."""
-    dev = _device.pick(device)
+    dev = _course_device(device)
+    num_iterations = _whole(num_iterations, "num_iterations", 1, 10_000)
+    if size is not None:
+        _shape(size)
     if dev.type != "cuda":
         return None, ("On a CPU both loops sum the same tensor (no copy exists), so timing them says nothing about "
                       "the claim: the copy's cost is the model's figure above, labelled model.")
     size = size or SEED_EXAMPLE1["size"]
     _device.check_fits(3 * 4 * math.prod(size), dev, "seed example 1")
+    _device.check_fits(4 * math.prod(size), "cpu", "seed example 1's CPU tensor")
     cpu_tensor = torch.rand(size)
     gpu_tensor = cpu_tensor.to(dev)
     cmp = noise.compare({"as posted": lambda: posted_transfer_loop(cpu_tensor, num_iterations, dev),

@@ -136,3 +136,12 @@ def test_show_source_and_sizes():
     s = demos.sizes("cpu")
     assert s.matmul <= 1024
     assert s.rotate_bytes >= 32 * s.cache_bytes and s.rotate_bytes <= max(demos.ROTATE_CAP, 64 * 2**20)
+
+
+@pytest.mark.parametrize("device, match", [("mps", "not 'mps'"), ("meta", "not 'meta'"), ("nonsense", "Unknown device")])
+def test_a_demo_refuses_a_device_it_cannot_time_in_one_sentence(device, match, monkeypatch):
+    # demo_no_sync(device='mps') raised NotImplementedError (issue 28); on meta it "timed" shapes.
+    monkeypatch.setattr(torch, "randn", lambda *a, **k: (_ for _ in ()).throw(AssertionError("allocated")))
+    for demo in (demos.demo_no_sync, demos.demo_single_run, demos.demo_random_data, demos.demo_hot_cache):
+        with pytest.raises(ValueError, match=match):
+            demo(device)

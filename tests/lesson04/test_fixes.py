@@ -57,3 +57,15 @@ def test_optimizer_timings_are_paired_rounds_on_the_device_passed(device):
     said = fixes.optimizer_summary(cmp)
     r = cmp.ratio("SGD step, foreach=False", "SGD step, foreach=True")
     assert said.startswith("foreach against the for loop: ") and ("not decided" in said) == (not r.decided)
+
+
+# --- bad input: one sentence before anything is allocated (issue 28) ------------------------------------
+@pytest.mark.parametrize("call, match", [
+    (lambda: fixes.optimizer_timings(n_tensors=10**6, size=10**6), "needs about"),
+    (lambda: fixes.optimizer_timings(n_tensors=0), "n_tensors must be a whole number"),
+    (lambda: fixes.optimizer_timings(size=2.5), "size must be a whole number"),
+    (lambda: fixes.optimizer_timings("meta"), "not 'meta'"),
+])
+def test_optimizer_timings_refuses_before_allocating(call, match, no_allocation):
+    with pytest.raises(ValueError, match=match):
+        call()

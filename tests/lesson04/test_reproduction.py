@@ -75,3 +75,11 @@ def test_reproduce_runs_both_benchmarks(device, one_thread):
     assert len(cmp.rounds["fixed Linear"]) >= noise.MIN_ROUNDS
     assert reproduction.reproduce_summary(cmp).startswith("posted benchmark: ")
     assert "paired rounds" in reproduction.reproduce_table(cmp)
+
+
+@pytest.mark.parametrize("kw, match", [({"width": 0}, "width"), ({"batch": 0}, "batch"), ({"width": -3}, "width"),
+                                       ({"device": "meta"}, "not 'meta'")])
+def test_reproduce_refuses_a_zero_instead_of_running_the_default(kw, match, no_allocation):
+    # reproduce(width=0) silently ran the default width (`width or default`)
+    with pytest.raises(ValueError, match=match):
+        reproduction.reproduce(**kw)
