@@ -190,7 +190,7 @@ def grid_table(grid: Grid, recorded: bool = False) -> str:
     if flagged:
         points = f"{flagged} {'point has' if flagged == 1 else 'points have'}"
         verdict = (f"{undecided} of them {'was' if undecided == 1 else 'were'} not decided when recorded (the "
-                   "machine was busy then; the explorer's Sweep measures this one)" if recorded else
+                   "recording machine was busy; the explorer's Sweep measures this machine)" if recorded else
                    f"where the winner or the runner-up is among them ({undecided}), the winner is not decided on "
                    "this run; rerun on a quieter machine")
         note = (f"\n⚠ {points} noisy timings (spread over a quarter of the median: a busy machine): {verdict}.")
