@@ -59,9 +59,17 @@ def layout_timings(device=None, dtype=torch.float32, min_run_time: float = 0.1, 
     with torch.no_grad():
         for name, fmt in (("contiguous NCHW", torch.contiguous_format), ("channels_last", torch.channels_last)):
             m = convnet().to(dev, dtype).to(memory_format=fmt)
-            out[name] = _measure(m, x.contiguous(memory_format=fmt), label=name, min_run_time=min_run_time,
-                                 device=dev)
+            out[name] = _measure(m, x.contiguous(memory_format=fmt), label=name + _precision(dev, x.dtype),
+                                 min_run_time=min_run_time, device=dev)
     return out
+
+
+def _precision(dev, dtype) -> str:
+    """What a GPU ran float32 convolutions in, for a timing's label: cuDNN uses TF32 by default on compute
+    capability 8.0+ (torch.backends.cudnn.conv.fp32_precision; grading.precision_label). Empty elsewhere."""
+    if dev.type != "cuda" or dtype != torch.float32:
+        return ""
+    return " (TF32)" if "TF32" in grading.precision_label(dev, "conv") else " (full float32)"
 
 
 def layout_verdict(device=None, dtype=torch.float32, max_time: float = 4.0, **kw):
@@ -73,6 +81,8 @@ def layout_verdict(device=None, dtype=torch.float32, max_time: float = 4.0, **kw
         m, xi = convnet().to(dev, dtype).to(memory_format=fmt), x.contiguous(memory_format=fmt)
         fns[name] = lambda m=m, xi=xi: _no_grad_call(m, xi)
     cmp = noise.compare(fns, pairs=[("contiguous NCHW", "channels_last")], max_time=max_time, device=dev)
+    for t in cmp.timings.values():  # what the table beside the sentence shows: the precision the GPU ran
+        t.label += _precision(dev, x.dtype)
     r = cmp.ratio("contiguous NCHW", "channels_last")
     word = {"channels_last": "channels_last wins: the seed's 'channel-first helps' does not hold on this device",
             "contiguous NCHW": "NCHW wins for this network on this device: the seed's advice holds here; on GPUs "

@@ -41,3 +41,21 @@ def test_the_layout_verdict_says_which_precision_a_gpu_ran_its_convolutions_in(o
         assert cc >= 8 or "(float32 convolutions in full float32)" in said
     _cmp, said16 = evidence_layout.layout_verdict("cuda", torch.float16, batch=1, size=8, max_time=0.5)
     assert "float32" not in said16
+
+
+def test_the_layout_timings_are_labelled_with_the_precision_a_gpu_ran(one_thread):
+    # Issue 28: the Conv2d timings a GPU reader sees in the table were TF32 and not labelled.
+    import pytest
+    import torch
+
+    if not getattr(torch.cuda, "_course_simulated", None):
+        assert all("TF32" not in n and "float32" not in n for n in evidence_layout.layout_timings(
+            "cpu", batch=1, size=8, min_run_time=0.01))  # a CPU has no TF32: nothing to say
+        pytest.skip("the GPU half needs the simulated GPU: -p tests.simgpu --simulate-gpu=h100 (or t4)")
+    want = " (TF32)" if torch.cuda.get_device_capability()[0] >= 8 else " (full float32)"
+    timed = evidence_layout.layout_timings("cuda", batch=1, size=8, min_run_time=0.01)
+    assert all(t.label.endswith(want) for t in timed.values()), [t.label for t in timed.values()]
+    cmp, _said = evidence_layout.layout_verdict("cuda", batch=1, size=8, max_time=0.5)
+    assert all(t.label.endswith(want) for t in cmp.timings.values())
+    cmp16, _said = evidence_layout.layout_verdict("cuda", torch.float16, batch=1, size=8, max_time=0.5)
+    assert not any("TF32" in t.label or "float32" in t.label for t in cmp16.timings.values())
