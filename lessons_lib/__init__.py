@@ -38,8 +38,10 @@ import graph has no cycle (tests/test_imports.py). By role:
     a lesson's frame   lesson (the Lesson), lesson_parts (Param, Variant, input checks), runs (Run,
                        Sweep, the harness's time model), calibration (the explorer's run-time estimate),
                        grading (exercise verdicts), results (recorded JSON)
-    showing            plots, display (tables), widgets (the Explorer), explorer_ui (its layout and
-                       worker), posted_figures (a forum thread's own figures)
+    showing            plots and plot_axes, display (tables, counts in words), widgets (the Explorer),
+                       explorer_ui (its layout and worker), explorer_replay (its "results from" menu),
+                       explorer_verdict (its winner, one measurement), explorer_status and phases (its
+                       status line), posted_figures (a forum thread's own figures)
     the drop-in        grouped_linear (GroupedLinear, lesson 03's layer)
 Tools for rooms: doctor and doctor_probes (`python -m lessons_lib.doctor`: is this machine ready?),
 workspace (`python -m lessons_lib.workspace`: a working copy of the notebooks), colab (badge, set-up

@@ -66,7 +66,7 @@ class Calibrating:
         return out
 
     def calibrate(self, params: dict, device=None, dtype=torch.float32, variants=None,
-                  cache: dict | None = None) -> "Calibration":
+                  cache: dict | None = None, on_phase=None) -> "Calibration":
         """Time each variant on this machine, now: one untimed call, then the median of a few, at the
         largest of its `calibration_shapes` (the asked shape itself when its floor is small, as at a
         lesson's CPU defaults); then up that chain toward the asked shape: at the largest shape whose call
@@ -83,7 +83,7 @@ class Calibrating:
         100× with their noise.) Metrics, making the inputs and torch's Timer overhead are timed too.
 
         cache: {(variant, shape): timing} shared between calibrations (a sweep's points) so that a
-        shape is timed once."""
+        shape is timed once. on_phase(text): told which variant is timed, at which shape."""
         dev = check_device(device)
         dtype = check_dtype(dtype)
         full = self.check(params, dev, dtype, memory=False)
@@ -96,11 +96,14 @@ class Calibrating:
             key = (name, tuple(sorted(shape.items())), dev.type, dtype, torch.get_num_threads())
             if key not in cache:
                 self.check(shape, dev, dtype)  # it fits: no bigger than params, which was checked
+                if on_phase is not None:
+                    on_phase(f"timing a few calls of {name} ({k} of {len(chains)}) at "
+                             + " ".join(f"{p}={v}" for p, v in shape.items()))
                 cache[key] = self._time_once(name, shape, dev, dtype)
             return cache[key]
 
         with oom_guard(dev, what=f"{self.title} (estimating the run time)"):
-            for name, chain in chains.items():
+            for k, (name, chain) in enumerate(chains.items(), 1):
                 shape = chain[0]  # the largest whose floor is under CALIBRATION_FLOOR (params itself, often)
                 floor = peaks.floor(self.work(shape, dtype)[name])
                 call, metric_s[name], inputs_s[name] = timed(name, shape)

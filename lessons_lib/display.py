@@ -1,4 +1,5 @@
-"""Showing the library's own code in a notebook: one source of truth, rendered with highlighting."""
+"""Showing things in a notebook: the library's own code (one source of truth, highlighted), tables, and
+counts and numbers in words ("1 thread", "68 host syncs", never "1 threads" or "68.0 host syncs")."""
 from __future__ import annotations
 
 import inspect
@@ -56,3 +57,35 @@ def html_table(rows: list[tuple[str, ...]], numbers: bool = False, caption: str 
     if not rows or len({len(r) for r in rows}) != 1:
         raise ValueError("html_table needs a header row and rows of the same length.")
     return HTMLTable(rows, numbers, caption)
+
+
+def number(x: float, digits: int = 3) -> str:
+    """A number as a reader writes it: a whole number without ".0" (68, not 68.0), else `digits` significant
+    figures (0.25, 1.5, 3.14), thousands separated (12,800)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return str(x)
+    if x != x or x in (float("inf"), float("-inf")):
+        return str(x)
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.{digits}g}" if abs(x) >= 1 else f"{x:.{digits}g}"
+
+
+def plural(noun: str) -> str:
+    """English plural of a noun or a noun phrase's last word: sync -> syncs, copy -> copies, batch ->
+    batches, saved tensor -> saved tensors (only the last word changes)."""
+    head, _, last = noun.rpartition(" ")
+    if last.endswith(("s", "x", "z", "ch", "sh")):
+        last += "es"
+    elif last.endswith("y") and last[-2:-1] not in ("a", "e", "i", "o", "u"):
+        last = last[:-1] + "ies"
+    else:
+        last += "s"
+    return f"{head} {last}" if head else last
+
+
+def count(n: float, noun: str, plural_form: str | None = None) -> str:
+    """"1 thread", "2 threads", "68 host syncs" (from 68.0), "1.5 host syncs", "0 saved tensors": the number
+    (`number`) and the noun, singular only for exactly one. plural_form: for an irregular noun."""
+    many = plural_form or plural(noun)
+    return f"{number(n)} {noun if n == 1 else many}"

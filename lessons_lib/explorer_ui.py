@@ -12,14 +12,14 @@ In a real kernel two things differ from a test calling methods directly:
 from __future__ import annotations
 
 import html
+import re
 import threading
 import time
-import traceback
 
 import matplotlib.pyplot as plt
 
-from . import results
 from .device import describe, has_cuda
+from .explorer_status import _details, _first_line, _line, _noise_line, _parts  # noqa: F401
 from .lesson import DTYPES, Stopped
 from .timing import fmt_time
 
@@ -50,8 +50,10 @@ class ExplorerUI:
     _following = False  # the menu is being set by the explorer itself, not the reader
     _was_showing: str | None = None  # the record shown before a Run or Sweep switched the menu back
     _stopped_note = ""
-    _t_measure = 0.0
     _pending_replay = False  # the menu changed while busy: replay its choice when the work ends
+    _bar_from_phases = False  # a Run: the progress bar follows "measuring X (k of n)"
+    _phase_text = ""  # what runs now, for the status line (`_on_phase`); "" when nothing does
+    TICK = 1.0  # seconds between status refreshes while a phase runs (its clock moves)
 
     def widget(self):
         if self._ui is None:
@@ -139,10 +141,13 @@ class ExplorerUI:
         note = "" if has_cuda() else (
             "<i>No CUDA GPU here: runs use the CPU. Under “results from”, recorded GPU figures replay, each "
             "labelled measured, reported (from the forum thread) or model (datasheet roofline).</i>")
+        missing = self.missing_note()
         budgets = (f"<i>Run and Sweep measure this machine ({html.escape(describe(self.device).name)}). "
                    f"Run refuses above about {fmt_time(self.run_budget)}, Sweep above {fmt_time(self.sweep_budget)} "
-                   "(estimated on this machine first, from a few calls at this shape or a smaller one); Stop ends "
-                   "after the current measurement and keeps a sweep's finished points.</i>")
+                   "(estimated on this machine first, from a few calls at this shape or a smaller one; the first "
+                   "run in a dtype also measures this machine's peaks in it); Stop ends after the current "
+                   "measurement and keeps a sweep's finished points."
+                   + (f" {html.escape(missing)}" if missing else "") + "</i>")
         return W.VBox([
             W.HTML(f"<b>{self.lesson.title}</b> — {describe(self.device).line()}<br>{note}"),
             *self.sliders.values(),
@@ -170,11 +175,35 @@ class ExplorerUI:
     def _announce(self, seconds: float, what: str) -> None:
         """Called by run/sweep once the estimate passed the budget, before the timed part."""
         self._estimated = seconds
-        self._t_measure = time.perf_counter()
-        if self._ui is not None:
-            self.status.value = (f"<i>{what} on this machine ({html.escape(describe(self.device).name)}): about "
-                                 f"{fmt_time(seconds)} (estimated here, now)… Stop ends it after the current "
-                                 "measurement.</i>")
+        self._estimate_line = (f"{what} on this machine ({describe(self.device).name}): about {fmt_time(seconds)} "
+                               f"estimated here, now{_parts(self.estimate_parts)}")
+
+    _estimate_line = ""
+
+    def _on_phase(self, phase: str, detail: str) -> None:
+        """The status names the phase running, what it does and for how long so far (`phases.Phases`); the
+        plain API (no widget built) shows nothing."""
+        self._phase_text = f"{phase}: {detail}" if detail else phase
+        counted = re.search(r"measuring .*\((\d+) of (\d+)\)$", detail) if self._bar_from_phases else None
+        if counted and self._ui is not None:
+            self.progress.max, self.progress.value = int(counted[2]), int(counted[1]) - 1
+        self._show_phase()
+
+    def _show_phase(self) -> None:
+        if self._ui is None or not self._phase_text:
+            return
+        ph = self.phases
+        est = f"<br>{html.escape(self._estimate_line)}" if self._estimate_line else ""
+        self.status.value = (f"<i>⏳ {html.escape(self._phase_text)} — {ph.in_phase():.0f} s in this phase, "
+                             f"{ph.elapsed():.0f} s in all{est}. Stop ends it after the current measurement.</i>")
+
+    def _tick(self, worker: threading.Thread) -> None:
+        """Refresh the status while `worker` runs, so a long phase's clock moves (a status unchanged for 25 s
+        looked hung)."""
+        while worker.is_alive():
+            worker.join(self.TICK)
+            if worker.is_alive() and self._phase_text:
+                self._show_phase()
 
     def _request_stop(self):
         self._stop.set()
@@ -211,6 +240,7 @@ class ExplorerUI:
             return None
         self._worker = threading.Thread(target=self._work, args=(action,), daemon=True)
         self._worker.start()
+        threading.Thread(target=self._tick, args=(self._worker,), daemon=True).start()
         return self._worker
 
     def _work(self, action):
@@ -218,6 +248,7 @@ class ExplorerUI:
         becomes one line of status; an unexpected error one line naming it, its traceback folded
         under "details". Outputs go through `append_*`, which is safe from a thread."""
         self._estimated, self._done_note, self._stopped_note = None, "", ""
+        self._phase_text, self._estimate_line = "", ""
         t0 = time.perf_counter()
         try:
             self.out.outputs = ()  # (clear_output would route through the kernel's current cell)
@@ -226,6 +257,7 @@ class ExplorerUI:
                     self.out.append_display_data(_png(item))
                 else:
                     self.out.append_stdout(f"{item}\n")
+            self._phase_text = ""
             self.status.value = self._done_line(time.perf_counter() - t0)
         except Stopped:
             self.status.value = _line("■ stopped: nothing after the last finished measurement ran", "#b60")
@@ -235,6 +267,7 @@ class ExplorerUI:
             self.status.value = _line(f"⚠ unexpected {type(err).__name__}: {_first_line(err)} (please report it)",
                                       "#b00") + _details(err)
         finally:
+            self._phase_text = ""
             self.progress.value = 0
             self.run_b.disabled = self.sweep_b.disabled = False
             self.stop_b.disabled = True
@@ -247,11 +280,10 @@ class ExplorerUI:
                 self._work(self._do_replay)
 
     def _done_line(self, seconds: float) -> str:
+        """How long it took in all, phase by phase beside what was estimated for each (`Phases.summary`)."""
         if self._estimated is None:  # a replay: nothing was timed
             return self._done_note
-        took = time.perf_counter() - self._t_measure
-        when = (f"took {fmt_time(took)} on this machine (estimated {fmt_time(self._estimated)}); "
-                f"{fmt_time(seconds)} in all, with estimating and drawing")
+        when = f"took {fmt_time(seconds)} in all on this machine: {self.phases.summary()}"
         done = (_line(f"■ {self._stopped_note} ({when})", "#b60") if self._stopped_note
                 else _line(f"✓ done: {when}", "#070"))
         return done + (f"<br>{self._done_note}" if self._done_note else "")
@@ -264,12 +296,12 @@ class ExplorerUI:
         return line
 
     def _do_run(self):
+        self._bar_from_phases = True  # the bar counts the variants measured (`_on_phase`)
+        self.progress.value = 0
         run, fig = self.run(self.dtype_w.value, self.device_w.value, stop=self._stop.is_set, **self._params())
-        took = time.perf_counter() - self._t_measure
-        winner = self.winner_line(run)  # may re-measure the top two: after the run's own time is taken
-        self._t_measure = time.perf_counter() - took
-        notes = [_line(winner, "#333"), _line(self.regime_line(run), "#333"),
-                 _noise_line(list(run.timings.values()))]
+        self._bar_from_phases = False
+        notes = [_line(run.winner, "#333"), _line(self.regime_line(run), "#333"),
+                 _noise_line(list(run.timings.values()), run)]
         self._done_note = "<br>".join(n for n in notes if n)
         return ([self._measuring_line(), fig, run.table(self.lesson.baseline), self.regime_table(run)]
                 + ([run.metrics_table()] if run.metrics else []))
@@ -277,8 +309,8 @@ class ExplorerUI:
     def _do_sweep(self):
         def step(i, n):
             self.progress.max, self.progress.value = n, i
-            if i < n:
-                self.status.value = _line(f"… {i} of {n} points measured (Stop keeps them)", "#555")
+            self.phases.note(f"{i} of {n} points measured (Stop keeps them)" if i < n else
+                             f"all {n} points measured")
 
         self.progress.value = 0
         sw, fig = self.sweep(self.sweep_w.value, dtype=self.dtype_w.value, device=self.device_w.value,
@@ -299,10 +331,12 @@ class ExplorerUI:
         regimes = self.replay_regimes(rec)
         where = (f"The sliders now show the record's shape: {', '.join(f'{k}={v}' for k, v in shape.items())}"
                  + ("" if moved else " (no slider moved)") + ". Run measures this machine at that shape."
-                 if shape else "The record does not state a full shape: the sliders are unchanged.")
+                 if shape else "This record states no shape for its figures (the source gives none), so the "
+                               "sliders stay where they were.")
         if not figs:
             figs = ["(this record holds no figure for this lesson)"]
-        return [rec.label(), rec.figure_note(), where, *figs, *([regimes] if regimes else [])]
+        how = f"How it was recorded: {rec.conditions(self._key_of(rec))}."
+        return [rec.label(), rec.figure_note(), how, where, *figs, *([regimes] if regimes else [])]
 
     def _follow(self, shape: dict) -> bool:
         """Move the sliders to a record's shape (a value a selection slider lacks is added to it)."""
@@ -320,32 +354,6 @@ class ExplorerUI:
             s.value = value
             moved = True
         return moved
-
-
-def _noise_line(timings) -> str:
-    """The harness's own noise flag, one line: the first noisy note, and how many were noisy."""
-    noisy = [t for t in timings if t.noisy]
-    if not noisy:
-        return ""
-    more = f" ({len(noisy)} of {len(timings)} measurements noisy)" if len(timings) > 1 else ""
-    return _line(f"⚠ {noisy[0].label}: {noisy[0].noise_note()}{more}", "#b60")
-
-
-def _line(text: str, color: str) -> str:
-    return f"<span style='color:{color}'>{html.escape(text, quote=False)}</span>"
-
-
-def _first_line(err) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
-def _details(err, frames: int = 4) -> str:
-    """The last few frames, folded: enough to report the bug, not a 60-line wall."""
-    tb = traceback.format_exception(type(err), err, err.__traceback__)
-    short = "".join(tb[-frames - 1:]).rstrip()
-    return (f"<details><summary>details</summary><pre style='font-size:85%;white-space:pre-wrap'>"
-            f"{html.escape(short)}</pre></details>")
 
 
 def _png(fig):

@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from . import roofline, timing
+from . import results, roofline, timing
 from .calibration import Calibrating
 from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, oom_guard, pick  # noqa: F401
 from .display import text_table
@@ -61,6 +61,10 @@ class Lesson(Calibrating):
     # say), whose work the op trace of a CPU variant does not show. `record --model` adds them.
     model_work: Callable[[dict, torch.dtype], dict] | None = None
     _work_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # the variants' declared order, for figures made from recorded files alone (JSON sorts their keys)
+        results.declare_order(self.key, [v.name for v in self.variants])
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -218,13 +222,14 @@ class Lesson(Calibrating):
 
     def run(self, params: dict, device=None, dtype=torch.float32, variants=None, min_run_time=0.2,
             stop: Callable[[], bool] | None = None, max_time: float | None = None,
-            block: float | None = None) -> "Run":
+            block: float | None = None, on_phase: Callable[[str], None] | None = None) -> "Run":
         """Time each variant at one shape with the harness; refuses shapes that don't fit.
 
         stop: checked before each variant; when it returns True, `Stopped` is raised.
         max_time: an upper bound on each variant's measurement (seconds).
         block: seconds per sample on a CPU (`timing.measure(block=...)`: short blocks for ranking on a
-            busy machine)."""
+            busy machine).
+        on_phase(text): told what runs next ("making the inputs", "preparing X", "measuring X (2 of 6)")."""
         dev = check_device(device)
         dtype = check_dtype(dtype)
         min_run_time = _check_positive(min_run_time, "min_run_time")
@@ -232,37 +237,43 @@ class Lesson(Calibrating):
         names = self.variant_names(variants)
         with oom_guard(dev, what=f"{self.title} at {_fmt_params(full)}"):
             timings, metrics, prepared = self._time_variants(full, dev, dtype, names, min_run_time, stop, max_time,
-                                                             block)
+                                                             block, on_phase or (lambda _text: None))
         return Run(self.key, full, str(dtype).replace("torch.", ""), dev.type, timings, self.work(full, dtype),
                    metrics, prepared)
 
-    def _time_variants(self, full, dev, dtype, names, min_run_time, stop, max_time, block=None):
+    def _time_variants(self, full, dev, dtype, names, min_run_time, stop, max_time, block=None,
+                       on_phase=lambda _text: None):
         """The allocating part of `run`, in its own frame: after an OOM, `oom_guard` clears this
         frame, so the inputs and every intermediate are really freed."""
         timings, metrics, prepared = {}, {}, {}
+        on_phase("making the inputs")
         inputs = self.make_inputs(full, dev, dtype)
-        for name in names:
+        for k, name in enumerate(names, 1):
             if stop is not None and stop():
                 raise Stopped(f"stopped before {name!r}")
             v = self.variant(name)
             fn = v.fn
             if v.prepare is not None:  # compile / capture outside the clock; its cost is reported
+                on_phase(f"preparing {name} (tuning or compiling: not in its bar)")
                 t0 = time.perf_counter()
                 fn = v.prepare(v.fn, *inputs)
                 prepared[name] = time.perf_counter() - t0
+            on_phase(f"measuring {name} ({k} of {len(names)})")
             timings[name] = timing.measure(self.call(fn), *inputs, label=name, min_run_time=min_run_time,
                                            **_max_time_kw(max_time), **({"block": block} if block else {}))
             if self.metrics is not None:
+                on_phase(f"{name}: its metrics (what the lesson measures besides time)")
                 metrics[name] = dict(self.metrics(fn, *inputs))
         return timings, metrics, prepared
 
     def sweep(self, param: str, values: list[int], base: dict | None = None, device=None, dtype=torch.float32,
               variants=None, min_run_time=0.1, progress=True, on_step=None,
               stop: Callable[[], bool] | None = None, max_time: float | None = None,
-              keep_partial: bool = False) -> "Sweep":
+              keep_partial: bool = False, on_phase: Callable[[str], None] | None = None) -> "Sweep":
         """Run at each value of one parameter. Every shape is checked before the first runs.
         keep_partial: when `stop` ends it, return the points finished so far (`Sweep.stopped`)
-        instead of raising `Stopped` (which it still does when no point finished)."""
+        instead of raising `Stopped` (which it still does when no point finished).
+        on_phase(text): told what runs next, with the point ("point 2 of 5, batch=64: measuring X (1 of 6)")."""
         dev = check_device(device)
         dtype = check_dtype(dtype)
         self.param(param)
@@ -279,8 +290,11 @@ class Lesson(Calibrating):
         runs = []
         try:
             for i, shape in enumerate(shapes):
+                where = f"point {i + 1} of {len(shapes)}, {param}={shape[param]}: "
+                tell = (lambda text, where=where: on_phase(where + text)) if on_phase else None
                 try:
-                    runs.append(self.run(shape, dev, dtype, names, min_run_time, stop=stop, max_time=max_time))
+                    runs.append(self.run(shape, dev, dtype, names, min_run_time, stop=stop, max_time=max_time,
+                                         on_phase=tell))
                 except Stopped:
                     if not (keep_partial and runs):
                         raise
@@ -293,9 +307,6 @@ class Lesson(Calibrating):
             if bar is not None:
                 bar.close()
         return Sweep(self.key, param, values, runs)
-
-
-
 
 __all__ = ["Param", "Variant", "Lesson", "Run", "Sweep", "Check", "Stopped", "Calibration", "harness_seconds",
            "timer_overhead", "crossover", "metrics_table", "DTYPES", "DoesNotFit", "check_device", "check_dtype",

@@ -60,6 +60,9 @@ class Variant:
     # True for a variant that runs one of the others (GroupedLinear(auto) runs the strategy it chose): drawn
     # and timed, but never named "fastest" (its lead over the variant it runs is noise)
     runs_another: bool = False
+    # seconds `prepare` may take at most (GroupedLinear(auto)'s tuning budget, say): the explorer's estimate
+    # counts it before the first run; afterwards it counts what preparing took here
+    prepare_budget: float | None = None
 
     def source(self) -> str:
         return inspect.getsource(self.fn)

@@ -52,6 +52,8 @@ ROUNDS = 5
 MIN_ROUNDS = 3  # fewer rounds than this decide nothing, whatever the budget
 MAX_ROUNDS = 15
 NOT_DECIDED = "not decided on this run (spread {spread:.0%}): rerun on a quieter machine"
+# the same for a figure read from a recorded file: its reader cannot rerun the recording
+NOT_DECIDED_RECORDED = "not decided when recorded (spread {spread:.0%})"
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -102,13 +104,14 @@ class Estimate:
             return True
         return self.spread <= self.rel_tol or self.far
 
-    def not_decided(self) -> str:
-        return NOT_DECIDED.format(spread=min(self.spread, 99.99))
+    def not_decided(self, recorded: bool = False) -> str:
+        """The not-decided sentence; recorded=True for a figure read from a recorded file (no "rerun")."""
+        return (NOT_DECIDED_RECORDED if recorded else NOT_DECIDED).format(spread=min(self.spread, 99.99))
 
-    def say(self, template: str, **extra) -> str:
+    def say(self, template: str, recorded: bool = False, **extra) -> str:
         """`template` formatted with v (the median), low and high, or the not-decided sentence."""
         if not self.decided:
-            return self.not_decided()
+            return self.not_decided(recorded)
         return template.format(v=self.median, low=self.low, high=self.high, **extra)
 
 
@@ -143,11 +146,12 @@ class Ratio(Estimate):
             return None
         return self.den if self.low > 1 else self.num if self.high < 1 else None
 
-    def say(self, template: str, tie: str | None = None, **extra) -> str:
+    def say(self, template: str, tie: str | None = None, recorded: bool = False, **extra) -> str:
         """`template` formatted with r (the median ratio), low, high, num and den; `tie` (same fields)
-        instead when the ratio is decided but within `TIE` of 1; the not-decided sentence otherwise."""
+        instead when the ratio is decided but within `TIE` of 1; the not-decided sentence otherwise
+        (recorded=True: a recorded file's, which says "when recorded" instead of "rerun")."""
         if not self.decided:
-            return self.not_decided()
+            return self.not_decided(recorded)
         fields = dict(r=self.median, v=self.median, low=self.low, high=self.high, num=self.num, den=self.den, **extra)
         if tie is not None and self.tie:
             return tie.format(**fields)

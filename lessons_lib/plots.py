@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+from .plot_axes import (  # noqa: F401  (re-exported: plots.is_powers_of_two and the rest)
+    _log_y, _wide, _x_axis, caption_below, is_powers_of_two, shared_legend, unit_of,
+)
+
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
@@ -21,18 +25,7 @@ def variant_colors(names) -> dict[str, str]:
     return {n: cycle[i % len(cycle)] for i, n in enumerate(names)}
 
 
-def is_powers_of_two(values) -> bool:
-    vals = [v for v in values if isinstance(v, int) and v > 0]
-    return len(vals) == len(values) >= 3 and all(v & (v - 1) == 0 for v in vals)
-
-
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-
-
-def _wide(values) -> bool:
-    """Positive values spanning 16× or more: a log axis spaces a geometric sweep evenly."""
-    vals = [v for v in values if isinstance(v, (int, float)) and v > 0]
-    return len(vals) == len(values) >= 3 and max(vals) / min(vals) >= 16
 
 
 def _axes(ax, figsize=(7, 3.2)):
@@ -41,35 +34,57 @@ def _axes(ax, figsize=(7, 3.2)):
     return ax.figure, ax
 
 
+LOG_RANGE = 20  # bars whose largest is over this many times the smallest get a log axis: one 233 ms bar
+# flattened seven of 2-6 ms into slivers on a linear one (lesson 03's block-diagonal)
+
+
 def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=None,
          colors: dict[str, str] | None = None, bar_label: str = "median, whiskers ± IQR/2"):
-    """Median time per call of each variant with its IQR, and the hardware floor if given."""
+    """Median time per call of each variant with its IQR, and the hardware floor if given.
+
+    A floor that its own bar beats is not drawn (a lower bound under a measurement is a wrong model on this
+    machine: its measured peak is not the op's); the axis label names those variants. Bars spanning more
+    than LOG_RANGE× get a log axis, said in the label."""
     fig, ax = _axes(ax, (7, 1.4 + 0.45 * len(timings)))  # room for a two-line title, axis and legend
-    unit, scale = time_unit([t.median + t.iqr for t in timings] + list((floors or {}).values()))
+    floors = dict(floors or {})
+    beaten = [t.label for t in timings if t.label in floors and t.median == t.median and floors[t.label] > t.median]
+    for name in beaten:
+        floors.pop(name)
+    unit, scale = time_unit([t.median + t.iqr for t in timings] + list(floors.values()))
     ys = range(len(timings))
     color = [(colors or {}).get(t.label, "tab:blue") for t in timings]
     spread = [t.iqr / 2 / scale for t in timings]
-    ax.barh(ys, [t.median / scale for t in timings], xerr=spread if any(spread) else None,  # a model has none
+    meds = [t.median / scale for t in timings]
+    ax.barh(ys, meds, xerr=spread if any(spread) else None,  # a model has none
             color=color, alpha=0.8, capsize=3, label=bar_label)
     what = bar_label
     if floors:
         fl = [floors.get(t.label, float("nan")) / scale for t in timings]
         ax.scatter(fl, ys, marker="|", s=400, color="black", zorder=3, label="floor (roofline)")
         what += "; black tick: roofline floor"
+    if beaten:
+        what += f"\nno floor for {', '.join(beaten)}: measured under it (this machine's measured peak is not that op's)"
+    positive = [m for m in meds if m == m and m > 0]
+    log = bool(positive) and max(positive) / min(positive) > LOG_RANGE
+    if log:
+        ax.set_xscale("log")
+        ax.set_xlim(left=min(positive) / 2)
     ax.set_yticks(list(ys), [t.label for t in timings])
     ax.invert_yaxis()
     # what the bars are goes under the axis, not in a legend: a legend box covers the longest bar
-    ax.set_xlabel(f"time per call ({unit})\n{what}", fontsize=9)
+    ax.set_xlabel(f"time per call ({unit}{', log scale' if log else ''})\n{what}", fontsize=9)
     ax.set_title(title)
     return fig
 
 
 def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] | None = None,
           xlabel: str = "", title: str = "", crossover=None, ax=None, logy: bool = True,
-          colors: dict[str, str] | None = None):
+          colors: dict[str, str] | None = None, legend: bool = True):
     """Median time per call against one shape parameter, IQR as a band, crossover marked.
 
-    Powers of two get a base-2 logarithmic x axis."""
+    Powers of two get a base-2 logarithmic x axis; the swept values are the ticks (whole numbers: a
+    one-point sweep is drawn at its value, not on an axis of 3.8…4.2). legend=False: the caller draws one
+    for several panels (`shared_legend`)."""
     fig, ax = _axes(ax)
     unit, scale = time_unit([v for series in medians.values() for v in series])
     for i, (name, meds) in enumerate(medians.items()):
@@ -87,16 +102,13 @@ def sweep(values, medians: dict[str, list[float]], iqrs: dict[str, list[float]] 
         ax.annotate(f" crossover at {crossover} ", (crossover, 0.95), xycoords=("data", "axes fraction"),
                     ha="right" if at_right_end else "left", va="top", fontsize=8, color="gray")
     if logy:
-        ax.set_yscale("log")
-    if is_powers_of_two(list(values)) or _wide(values):
-        from matplotlib.ticker import FuncFormatter
-
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        _log_y(ax)
+    _x_axis(ax, values)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"time per call ({unit})")
     ax.set_title(title)
-    _legend_outside(ax)
+    if legend:
+        _legend_outside(ax)
     return fig
 
 
@@ -159,37 +171,57 @@ def sweep_floors(sweep, peaks, per: str | None = None, per_label: str = "", xlab
 
 
 def winner_map(rows, cols, winners: list[list[str]], order: list[str], notes: list[list[str]] | None = None,
-               xlabel: str = "", ylabel: str = "", title: str = "", colors: dict[str, str] | None = None):
+               xlabel: str = "", ylabel: str = "", title: str = "", colors: dict[str, str] | None = None,
+               decided: list[list[bool]] | None = None):
     """A grid coloured by which variant won at each (row, column) cell, with an optional note in each
     cell (say, the loser's time over the winner's) and a legend of the winners that occur.
-    order: every variant name, in the lesson's order (fixes each one's colour across figures)."""
+    order: every variant name, in the lesson's order (fixes each one's colour across figures).
+    decided: per cell, whether the noise rule decided its winner; an undecided cell is washed out and
+    hatched (its colour is only the faster median), and the legend says so: a firm colour where the
+    table says "not decided" contradicted it."""
     from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch, Rectangle
 
     colors = colors or variant_colors(order)
     idx = [[order.index(w) for w in row] for row in winners]
     fig, ax = plt.subplots(figsize=(1.4 + 1.1 * len(cols), 1.2 + 0.7 * len(rows)), layout="constrained")
     ax.imshow(idx, cmap=ListedColormap([colors.get(n, "gray") for n in order]), vmin=-0.5,
               vmax=len(order) - 0.5, aspect="auto")
+    undecided = [(i, j) for i, row in enumerate(decided or []) for j, ok in enumerate(row) if not ok]
+    for i, j in undecided:
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white", alpha=0.6, hatch="//",
+                               edgecolor="#888", lw=0))
     for i, row in enumerate(notes or []):
         for j, note in enumerate(row):
-            ax.text(j, i, note, ha="center", va="center", fontsize=7, color="white")
+            ax.text(j, i, note, ha="center", va="center", fontsize=7,
+                    color="#333" if (i, j) in undecided else "white")
     ax.set_xticks(range(len(cols)), [str(c) for c in cols])
     ax.set_yticks(range(len(rows)), [str(r) for r in rows])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     present = sorted({w for row in winners for w in row}, key=order.index)
-    ax.legend(handles=[Patch(color=colors.get(n, "gray"), label=n) for n in present], fontsize=7,
-              loc="upper left", bbox_to_anchor=(1.01, 1))
+    handles = [Patch(color=colors.get(n, "gray"), label=n) for n in present]
+    if undecided:
+        handles.append(Patch(facecolor="white", edgecolor="#888", hatch="//",
+                             label="not decided (pale: only the faster median)"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
 
-def machines(rows: dict[str, dict[str, float]], title: str = "", ax=None):
-    """Grouped bars: each variant's median on each machine (log scale: CPUs and GPUs differ 100×)."""
+def machines(rows: dict[str, dict[str, float]], title: str = "", ax=None, order: list[str] | None = None,
+             caption: str | None = None):
+    """Grouped bars: each variant's median on each machine (log scale: CPUs and GPUs differ 100×).
+
+    order: the variants' order (default: `rows.order` where `results.side_by_side` made the rows, the
+    lesson's declared order; else as they first appear). caption: a line under the figure (default:
+    `rows.caption`, each recording's conditions)."""
     fig, ax = _axes(ax)
     machines_ = list(rows)
-    variants = list(dict.fromkeys(v for r in rows.values() for v in r))
+    seen = list(dict.fromkeys(v for r in rows.values() for v in r))
+    order = list(order if order is not None else getattr(rows, "order", None) or [])
+    variants = [v for v in order if v in seen] + [v for v in seen if v not in order]
+    caption = caption if caption is not None else getattr(rows, "caption", "")
     unit, scale = time_unit([t for r in rows.values() for t in r.values()])
     width = 0.8 / max(len(machines_), 1)
     for i, m in enumerate(machines_):
@@ -200,6 +232,8 @@ def machines(rows: dict[str, dict[str, float]], title: str = "", ax=None):
     ax.set_ylabel(f"median time per call ({unit}, log)")
     ax.set_title(title)
     _legend_outside(ax)
+    if caption:
+        caption_below(fig, caption)
     return fig
 
 
@@ -230,19 +264,19 @@ def quantity_bars(values: dict[str, float], xlabel: str, title: str = "", ax=Non
 
 
 def lines(values, series: dict[str, list[float]], xlabel: str, ylabel: str, title: str = "", ax=None,
-          logy: bool = True, colors: dict[str, str] | None = None):
+          logy: bool = True, colors: dict[str, str] | None = None, legend: bool = True):
     """A quantity that is not a time against one shape parameter, one line per variant."""
     fig, ax = _axes(ax)
     for name, ys in series.items():
         ax.plot(values, ys, marker="o", ms=3, label=name, color=(colors or {}).get(name))
     if logy and all(y > 0 for ys in series.values() for y in ys):
-        ax.set_yscale("log")
-    if is_powers_of_two(list(values)):
-        ax.set_xscale("log", base=2)
+        _log_y(ax)
+    _x_axis(ax, values)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    _legend_outside(ax)
+    if legend:
+        _legend_outside(ax)
     return fig
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .device import DeviceInfo
+from .display import count
 from .roofline import Peaks
 
 REFERENCE_DIR = Path(__file__).parent / "reference"
@@ -145,9 +146,35 @@ class Recorded:
         return data
 
     def headline_figures(self, key: str) -> dict[str, float]:
-        """{variant: seconds} at this lesson's headline shape (median, reported or floor)."""
+        """{variant: seconds} at this lesson's headline shape (median, reported or floor), in the lesson's
+        declared order where it is known (`declare_order`): a JSON file keeps its keys sorted."""
         head = (self.lesson(key) or {}).get("headline") or {}
-        return {n: v["median"] for n, v in head.get("variants", {}).items() if "median" in v}
+        rows = {n: v["median"] for n, v in head.get("variants", {}).items() if "median" in v}
+        return {n: rows[n] for n in in_order(key, rows)}
+
+    def conditions(self, key: str) -> str:
+        """How this file's figures for a lesson were made, in words, for every figure that replays them:
+        threads, load average, what ran beside it, quick or full (measured); nothing ran (model); as the
+        source states (reported). A CPU recorded under load reads 4x slower than the same CPU idle."""
+        if self.kind == "model":
+            return "a model: datasheet peaks and the traced work; nothing was run"
+        if self.kind == "reported":
+            return "conditions as the source gives them (load and threads not stated)"
+        c = (self.meta.get("conditions") or {}).get(key)
+        if not isinstance(c, dict):
+            return "recording conditions (load, threads) not stored in this file"
+        parts = []
+        if c.get("threads"):
+            parts.append(count(c["threads"], "thread"))
+        load = c.get("load_average")
+        if isinstance(load, (list, tuple)) and load:
+            lo, hi = min(load), max(load)
+            parts.append(f"load average {lo:.1f}" + (f"–{hi:.1f}" if hi - lo >= 0.05 else ""))
+        elif isinstance(load, (int, float)):
+            parts.append(f"load average {load:.1f}")
+        parts.append(f"beside {c['beside']}" if c.get("beside") else "nothing else running")
+        parts.append("quick run (--quick: short timings)" if c.get("quick") else "full run")
+        return "recorded with " + ", ".join(parts)
 
 
 def measured_lessons(info: DeviceInfo, directory: Path | str = REFERENCE_DIR) -> dict:
@@ -229,16 +256,52 @@ def headline_figures(rec: Recorded, key: str) -> dict[str, float]:
     return rec.headline_figures(key)
 
 
+class MachineRows(dict):
+    """{machine: {variant: seconds}}, as `side_by_side` returns it, plus what `plots.machines` draws with it:
+    `order`, the variants' order (the lesson's declared one), and `caption`, each file's recording
+    conditions (`Recorded.conditions`)."""
+
+    order: list[str] = []
+    caption: str = ""
+
+
 def side_by_side(key: str, mine: dict[str, float] | None = None, mine_label: str = "this machine",
-                 directory: Path | str = REFERENCE_DIR, kinds=None) -> dict[str, dict[str, float]]:
+                 directory: Path | str = REFERENCE_DIR, kinds=None,
+                 order: list[str] | None = None) -> MachineRows:
     """{machine: {variant: seconds}} for the lesson's headline: the reader's run and every file.
-    Each file's name carries its kind ("T4 · model", "GeForce GTX 1050 Ti · reported, torch 1.10.0")."""
-    rows = {mine_label: mine} if mine else {}
+    Each file's name carries its kind ("T4 · model", "GeForce GTX 1050 Ti · reported, torch 1.10.0").
+    order: the variants' order (default: the lesson's declared one, `declare_order`, else `mine`'s)."""
+    rows = MachineRows({mine_label: dict(mine)} if mine else {})
+    notes = []
     for rec in for_lesson(key, kinds=kinds, directory=directory):
         figures = rec.headline_figures(key)
         if figures:
             rows[rec.short()] = figures
+            notes.append(f"{rec.short()}: {rec.conditions(key)}.")
+    seen = list(dict.fromkeys(v for r in rows.values() for v in r))
+    rows.order = in_order(key, seen, order if order is not None else (list(mine) if mine else None))
+    for name, r in rows.items():
+        rows[name] = {v: r[v] for v in rows.order if v in r}
+    rows.caption = " ".join(notes)
     return rows
+
+
+# The variants' declared order, per lesson key: `Lesson` declares it when built (lesson.py). A JSON file keeps
+# its keys sorted, so a recorded headline read back alone came out alphabetical ("+ fused, + gemm, …, original").
+_DECLARED: dict[str, list[str]] = {}
+
+
+def declare_order(key: str, names) -> None:
+    """Remember a lesson's variants in their declared order (new names after the known ones)."""
+    known = _DECLARED.setdefault(key, [])
+    known.extend(n for n in names if n not in known)
+
+
+def in_order(key: str, names, order: list[str] | None = None) -> list[str]:
+    """`names` in `order`, else the lesson's declared order, else as given; names neither knows go last."""
+    ref = list(order) if order else _DECLARED.get(key, [])
+    names = list(names)
+    return [n for n in ref if n in names] + [n for n in names if n not in ref]
 
 
 def describe_recorded(key: str, directory: Path | str = REFERENCE_DIR) -> str:

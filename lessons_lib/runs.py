@@ -6,6 +6,7 @@ which the explorer's estimates stand on. Split from lesson.py (issue 21); lesson
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -26,9 +27,24 @@ class Run:
     work: dict[str, roofline.Work]
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # variant -> {"name (unit)": value}
     prepare_seconds: dict[str, float] = field(default_factory=dict)  # variant -> compile/capture cost, untimed
+    paired: list[str] = field(default_factory=list)  # variants re-measured in paired rounds to decide the winner
+    winner: str = ""  # the winner sentence (widgets.Explorer.decide), from these same timings
 
     def table(self, baseline: str | None = None) -> str:
-        return timing.table(list(self.timings.values()), baseline)
+        """The timings; the variants re-measured in paired rounds carry a *, and a line under the table says
+        so (their first pass's numbers are not shown: the sentence and the table are one measurement)."""
+        shown = [dataclasses.replace(t, label=f"{t.label} *") if n in self.paired else t
+                 for n, t in self.timings.items()]
+        base = f"{baseline} *" if baseline in self.paired else baseline
+        text = timing.table(shown, base)
+        if self.paired:
+            rounds = len(self.timings[self.paired[0]].samples)
+            names = [n for n in self.timings if n in self.paired]
+            which = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+            rest = "; the others: one measurement each" if len(names) < len(self.timings) else ""
+            text += (f"\n* {which}: median of {rounds} paired rounds, re-measured to decide the winner (their first "
+                     f"timings did not decide it){rest}")
+        return text
 
     def metrics_table(self) -> str:
         """The lesson's metrics (if it declares any), one variant a line; "" when there are none."""

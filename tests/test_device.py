@@ -52,3 +52,23 @@ def test_bf16_is_refused_on_a_gpu_without_bf16_hardware(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Tesla T4")
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
     assert "no bfloat16 hardware" in device.dtype_problem(torch.bfloat16, torch.device("cuda"))
+
+
+# --- issue 28 §5: a device the course cannot use is one sentence, before anything runs -----------------
+@pytest.mark.parametrize("bad", ["nonsense", 3, 2.5, True, "mps", "xpu"])
+def test_pick_refuses_in_one_line(bad):
+    with pytest.raises(ValueError) as err:
+        device.pick(bad)
+    assert "\n" not in str(err.value) and "'cpu'" in str(err.value)
+
+
+def test_pick_lets_meta_through_for_shape_only_analyses():
+    assert device.pick("meta").type == "meta"
+
+
+def test_pick_refuses_a_gpu_index_this_machine_lacks():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU, real or simulated (-p tests.simgpu)")
+    with pytest.raises(ValueError, match=r"'cuda:7': this machine has 1 CUDA GPU \(cuda:0\)"):
+        device.pick("cuda:7")
+    assert device.pick("cuda:0").index == 0

@@ -320,3 +320,29 @@ def test_lesson_check_refuses_bad_input_before_allocating(monkeypatch):
 def test_crossover():
     assert crossover([1, 2, 4, 8], [1, 2, 3, 9], [2, 3, 4, 5]) == 8
     assert crossover([1, 2], [1, 1], [2, 2]) is None
+
+
+# --- issue 28 §2: a run and a sweep say what runs next (the explorer's status) ----------------------------
+def test_run_and_sweep_tell_what_they_do_next():
+    toy = _toy()
+    toy.variants[0] = dataclasses.replace(toy.variants[0], prepare=lambda fn, *inputs: fn)
+    said = []
+    toy.run({"n": 4}, "cpu", min_run_time=0.01, on_phase=said.append)
+    assert said == ["making the inputs", "preparing mm (tuning or compiling: not in its bar)",
+                    "measuring mm (1 of 2)", "measuring einsum (2 of 2)"]
+    said.clear()
+    toy.sweep("n", [2, 4], min_run_time=0.01, progress=False, on_phase=said.append)
+    assert said[-1] == "point 2 of 2, n=4: measuring einsum (2 of 2)"
+
+
+def test_calibration_names_each_variant_it_times():
+    said = []
+    _toy().calibrate({"n": 8}, "cpu", on_phase=said.append)
+    assert said == ["timing a few calls of mm (1 of 2) at n=8", "timing a few calls of einsum (2 of 2) at n=8"]
+
+
+def test_a_lesson_declares_its_variants_order_for_recorded_figures():
+    from lessons_lib import results
+
+    dataclasses.replace(_toy(), key="toy order")  # a Lesson built (as a lesson module builds it) declares it
+    assert results.in_order("toy order", ["einsum", "mm", "other"]) == ["mm", "einsum", "other"]

@@ -1,5 +1,6 @@
 """The toolkit's figures (lessons_lib/plots.py)."""
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 
 from lessons_lib import plots, roofline, timing
@@ -104,3 +105,117 @@ def test_plots_label_their_axes():
         ax = fig.axes[0]
         assert "(" in (ax.get_xlabel() + ax.get_ylabel())  # a unit in parentheses
         plt.close(fig)
+
+
+# --- issue 28 §2: figures a reader can read --------------------------------------------------------
+def _t(name, med, iqr=0.0):
+    return timing.Timing(name, med, iqr, [med, med + iqr], 1, "m", "cpu")
+
+
+def test_bars_spanning_more_than_twenty_times_get_a_log_axis():
+    # lesson 03's block-diagonal (233 ms) flattened seven bars of 2-6 ms into slivers
+    wide = plots.bars([_t("block-diagonal", 0.233), *(_t(f"v{i}", (2 + i / 2) * 1e-3) for i in range(7))])
+    narrow = plots.bars([_t("a", 2e-3), _t("b", 30e-3)])
+    try:
+        assert wide.axes[0].get_xscale() == "log" and "log scale" in wide.axes[0].get_xlabel()
+        assert narrow.axes[0].get_xscale() == "linear"
+    finally:
+        plt.close(wide)
+        plt.close(narrow)
+
+
+def test_a_floor_its_own_bar_beats_is_not_drawn_and_the_label_says_so():
+    # lesson 03 in float16 on a CPU: floors of ~25 ms drawn above bars of 5-9 ms
+    fig = plots.bars([_t("conv", 5e-3), _t("bmm", 9e-3)], {"conv": 25e-3, "bmm": 1e-3})
+    try:
+        ax = fig.axes[0]
+        (ticks,) = ax.collections
+        xs = np.ma.filled(np.ma.asarray(ticks.get_offsets())[:, 0], np.nan)
+        assert np.isnan(xs[0]) and xs[1] == pytest.approx(1.0)  # none for conv; bmm's 1 ms drawn
+        assert "no floor for conv: measured under it" in ax.get_xlabel()
+    finally:
+        plt.close(fig)
+
+
+def test_a_one_point_sweep_sits_on_its_whole_number():
+    # a stopped sweep of one point drew an axis "3.80 ... 4.20 groups"
+    fig = plots.sweep([4], {"a": [1e-3], "b": [2e-3]}, xlabel="groups")
+    try:
+        ax = fig.axes[0]
+        assert list(ax.get_xticks()) == [4]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["4"]
+    finally:
+        plt.close(fig)
+
+
+def test_a_short_sweep_has_its_values_as_ticks():
+    fig = plots.sweep([3, 5, 7], {"a": [1e-3, 2e-3, 3e-3]})
+    try:
+        assert list(fig.axes[0].get_xticks()) == [3, 5, 7]
+    finally:
+        plt.close(fig)
+
+
+def test_a_sweep_with_a_metric_panel_has_one_legend_below_and_unit_labels():
+    # lesson 07: the left legend covered the right panel's label, which ran into its title
+    from lessons_lib import lesson07_capstone as L7
+
+    ex = L7.explorer("cpu")
+    names = [v.name for v in ex.lesson.variants]
+    fig = ex._sweep_fig([16, 32, 64], {n: [1e-3, 2e-3, 4e-3] for n in names}, {n: [0, 0, 0] for n in names},
+                        {"peak memory, forward + backward (MiB)": {n: [1.0, 2.0, 4.0] for n in names}},
+                        "batch", None, "t")
+    try:
+        assert all(ax.get_legend() is None for ax in fig.axes)
+        (legend,) = fig.legends
+        assert [t.get_text() for t in legend.get_texts()] == names
+        assert fig.axes[1].get_ylabel() == "MiB" and fig.axes[1].get_title().startswith("peak memory")
+        fig.canvas.draw()  # the figure legend sits below every panel, overlapping none
+        box = legend.get_window_extent()
+        assert all(box.y1 <= ax.get_tightbbox().y0 + 1 for ax in fig.axes)
+    finally:
+        plt.close(fig)
+
+
+def test_winner_map_marks_cells_the_noise_rule_did_not_decide():
+    # lesson 03's heatmaps coloured a firm winner where its table said "not decided"
+    fig = plots.winner_map([2, 4], [8, 16], [["loop", "bmm"], ["bmm", "bmm"]], ["loop", "bmm"],
+                           decided=[[True, False], [False, False]])
+    try:
+        ax = fig.axes[0]
+        hatched = [p for p in ax.patches if p.get_hatch()]
+        assert len(hatched) == 3
+        assert any("not decided" in t.get_text() for t in ax.get_legend().get_texts())
+    finally:
+        plt.close(fig)
+
+
+def test_machines_keep_the_declared_order_and_print_the_caption():
+    rows = {"H200 · measured": {"+ fused": 1e-3, "original": 8e-3, "+ gemm": 2e-3}}
+    fig = plots.machines(rows, order=["original", "+ gemm", "+ fused"], caption="recorded at load 6")
+    try:
+        assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["original", "+ gemm", "+ fused"]
+        assert any("recorded at load 6" in t.get_text() for t in fig.texts)
+    finally:
+        plt.close(fig)
+
+
+# --- the floor's model: a CPU's peak in the faster memory order ------------------------------------------
+def test_the_peak_matmul_takes_the_faster_memory_order(monkeypatch):
+    # float16 on a CPU without a BLAS kernel for it: a @ b (row-major b) ran 15x slower than b column-major
+    import time
+
+    import torch
+
+    real = torch.mm
+
+    def mm(a, b):
+        if b.is_contiguous():
+            time.sleep(0.02)  # the slow path
+        return real(a, b)
+
+    monkeypatch.setattr(torch, "mm", mm)
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    chosen = roofline._faster_order(a, b, torch.device("cpu"))
+    assert not chosen.is_contiguous() and chosen.t().is_contiguous()
+    assert torch.equal(chosen, b)  # the same matrix, stored the other way

@@ -410,7 +410,7 @@ def test_a_model_replay_draws_no_whiskers():
 
 
 def test_a_budget_refusal_says_how_to_raise_the_budget(no_inputs):
-    with pytest.raises(ValueError, match=r"ex\.sweep_budget = "):
+    with pytest.raises(ValueError, match=r"explorer\.sweep_budget = "):
         Explorer(no_inputs, "cpu", sweep_budget=1e-3).sweep("n", [4, 8])
 
 
