@@ -68,7 +68,8 @@ class Timing:
     def __str__(self) -> str:
         return (
             f"{self.label}: {fmt_time(self.median)} per call "
-            f"(IQR {fmt_time(self.iqr)}, {len(self.samples)} samples × {self.calls_per_sample} calls)"
+            f"(IQR {fmt_time(self.iqr)}, {len(self.samples)} sample{'s' if len(self.samples) != 1 else ''} × "
+            f"{self.calls_per_sample} call{'s' if self.calls_per_sample != 1 else ''})"
         )
 
     def as_dict(self, with_samples: bool = False) -> dict:

@@ -50,7 +50,7 @@ def stacked(fn, layers: int):
 
 def depth_table(params: dict = THREAD_SHAPE, layers: int = 4) -> str:
     """Saved bytes and peaks of `layers` stacked layers per approach, predicted on meta."""
-    rows = [(f"{layers} layers of", "saved for backward", "held after forward", "peak of the step")]
+    rows = [(f"{layers} layer{'s' if layers != 1 else ''} of", "saved for backward", "held after forward", "peak of the step")]
     for name, fn in (("broadcast matmul", broadcast_matmul), ("checkpointed", checkpointed), ("einsum", einsum)):
         x, W = thread_inputs(params, True, True)
         deep = stacked(fn, layers)

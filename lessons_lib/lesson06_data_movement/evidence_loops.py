@@ -53,7 +53,7 @@ class Extrapolation:
 
     def __str__(self) -> str:
         hours = self.total_seconds / 3600
-        return (f"measured: {self.elements_timed} elements in {fmt_time(self.per_element.median)} "
+        return (f"measured: {self.elements_timed} element{'s' if self.elements_timed != 1 else ''} in {fmt_time(self.per_element.median)} "
                 f"({fmt_time(self.seconds_per_element)} per element)\n"
                 f"extrapolated (not run): {self.total_elements:,} elements "
                 f"(5000 × 2000 × 100 passes) ≈ {self.total_seconds:,.0f} s ≈ {hours:.1f} h")
@@ -70,8 +70,8 @@ def extrapolate_elementwise(device=None, elements: int = 300, min_run_time: floa
     a = torch.rand(rows, cols, device=dev)
     b = torch.rand(10, device=dev)
     out = torch.empty_like(a)
-    t = _measure(posted_elementwise, a, b, out, elements, label=f"{elements} elements", min_run_time=min_run_time,
-                 max_time=5.0, device=dev)
+    t = _measure(posted_elementwise, a, b, out, elements, label=f"{elements} element{'s' if elements != 1 else ''}",
+                 min_run_time=min_run_time, max_time=5.0, device=dev)
     return Extrapolation(elements, t, rows * cols * SEED_EXAMPLE2["num_iterations"])
 
 

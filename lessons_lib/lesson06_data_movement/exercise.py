@@ -70,7 +70,8 @@ def check_exercise(fn) -> Verdict:
     lines = ", ".join(f"{k} ×{c}" for k, c in b.lines().items())
     v.check("no host sync inside the loop (the count does not grow with the pieces)",
             len(b.syncs) <= len(a.syncs) and len(b.syncs) <= 1,
-            f"{len(a.syncs)} syncs for {EXERCISE_GROWTH[0]} pieces, {len(b.syncs)} for {EXERCISE_GROWTH[1]}: {lines}"
+            f"{len(a.syncs)} sync{'s' if len(a.syncs) != 1 else ''} for {EXERCISE_GROWTH[0]} pieces, {len(b.syncs)} for "
+            f"{EXERCISE_GROWTH[1]}: {lines}"
             if b.syncs else "")
 
     copied = {}
