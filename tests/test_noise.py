@@ -174,3 +174,15 @@ def test_compare_times_each_variant_at_its_own_thread_count(monkeypatch):
     noise.compare({"one": lambda: None, "two": lambda: None}, num_threads={"one": 1}, rounds=3, max_rounds=3,
                   min_run_time=0.001)
     assert set(seen) == {1, None}
+
+
+def test_a_median_outside_the_tie_band_is_never_called_a_tie():
+    # Lesson 02 on the H200: "checkpointed vs posted step: about the same (1.22×)". The rounds agreed (spread under
+    # 25%) and their IQR reached the 5% band, but a 1.22× median is no tie: the sentence says neither.
+    r = noise.Ratio([0.98, 1.04, 1.22, 1.25, 1.30], num="a", den="b")
+    assert r.decided and r.tie  # the IQR reaches the band (the property other callers read is unchanged)
+    said = r.say("{r:.2f}× the posted step", tie="about the same ({r:.2f}×)")
+    assert said.startswith("not decided on this run: the rounds put it at 1.22×") and "about the same" not in said
+    assert r.say("{r:.2f}×") == "1.22×"  # a caller that offers no tie sentence states the median, as before
+    near = noise.Ratio([0.98, 1.0, 1.02, 1.03, 1.2], num="a", den="b")
+    assert near.say("{r:.2f}×", tie="a tie ({r:.2f}×)") == "a tie (1.02×)"

@@ -21,7 +21,7 @@ KEY = "00_timing"
 
 
 SHORT = {"no_sync": "no sync", "first_call": "first call", "data_in_timed_region": "randn inside",
-         "single_run": "one run", "mean_with_cold_start": "mean of 20", "one_thread": "1 thread",
+         "single_run": "one run", "mean_with_cold_start": "mean of 20", "one_thread": "1 thread (CPU)",
          "hot_cache": "hot cache"}  # axis labels for the demos
 
 
@@ -48,15 +48,21 @@ def recorded_gpu_summary(demo: str | None = None) -> str:
                 "this cell then shows them.")
     lines = []
     for rec in recs:
-        lines.append(rec.label())
+        lines.append(f"{rec.label()} ({rec.conditions(KEY)})")
+        rows = []
         for k, d in rec.lesson(KEY)["demos"].items():
             if demo is not None and k != demo:
                 continue
+            name = k.replace("_", " ")
+            if k == "one_thread":  # the one-thread demo times CPU tensors on every machine: the GPU's host
+                name = f"one thread (host CPU, {d.get('shape', {}).get('threads', '?')} threads)"
             w, h = (Timing(d[side]["label"], d[side]["median"], d[side]["iqr"], [], 1, "recorded", "recorded")
                     for side in ("wrong", "honest"))
             ratio = noise.Ratio(d["paired_ratios"]) if d.get("paired_ratios") else noise.from_timings(w, h)
-            lines.append(f"  {k.replace('_', ' '):22s} wrong {fmt_time(w.median):>9}   harness {fmt_time(h.median):>9}"
-                         f"   ({ratio.say('{r:.3g}×')})")
+            rows.append((name, w, h, ratio))
+        width = max((len(r[0]) for r in rows), default=0)
+        lines += [f"  {name:{width}s} wrong {fmt_time(w.median):>9}   harness {fmt_time(h.median):>9}"
+                  f"   ({ratio.say('{r:.3g}×')})" for name, w, h, ratio in rows]
     return "\n".join(lines)
 
 

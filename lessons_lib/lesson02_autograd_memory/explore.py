@@ -114,6 +114,6 @@ def targets(device, section: dict) -> list[dict]:
 def recorded_reproductions() -> list[tuple[str, dict]]:
     """(label, the thread's experiment) from every recorded GPU file that has it: measured with the
     course harness, or reported in the thread (the label says which)."""
-    return [(rec.label(), rec.lesson(LESSON.key)["reproduce"])
+    return [(f"{rec.label()} ({rec.conditions(LESSON.key)})", rec.lesson(LESSON.key)["reproduce"])
             for rec in results.for_lesson(LESSON.key, gpu_only=True) if "reproduce" in rec.lesson(LESSON.key)]
 

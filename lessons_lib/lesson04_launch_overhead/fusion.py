@@ -131,7 +131,8 @@ def recorded_fusion() -> str:
             continue
         faults = c.get("faults_per_call") or {}
         one = c.get("medians_1_thread") or c.get("medians") or {}
-        lines.append(f"{rec.label()}, at {_shape(c['params'])} ({c['rounds']} paired rounds, 1 thread):")
+        lines.append(f"{rec.label()} ({rec.conditions(LESSON_KEY)}), at {_shape(c['params'])} "
+                     f"({c['rounds']} paired rounds, 1 thread):")
         lines += [f"  {n}: {fmt_time(t)}" + (f", {faults[n]:,.0f} minor page faults a call" if faults.get(n)
                                               is not None else "") for n, t in one.items()]
         f, a = c["fusion"], c["allocator"]

@@ -57,3 +57,18 @@ def test_recorded_gpu_summary_says_each_ratio_through_the_noise_rule(monkeypatch
     monkeypatch.setattr(results, "for_lesson", lambda *a, **k: [rec])
     lines = explore.recorded_gpu_summary().splitlines()
     assert "(2×)" in lines[1] and "not decided on this run" in lines[2] and "(3×)" in lines[3]
+
+
+def test_the_recorded_gpu_summary_names_its_conditions_and_the_host_cpu():
+    # h200.json is the course's first measured GPU file: every line that replays it says how it was recorded, and
+    # the one-thread demo (CPU tensors on every machine) is the GPU machine's host CPU, not the GPU.
+    from lessons_lib import results
+    from lessons_lib.lesson00_timing import explore as E
+
+    recs = results.for_lesson(E.KEY, gpu_only=True)
+    if not recs:
+        import pytest
+        pytest.skip("no recorded GPU file for lesson 00")
+    text = E.recorded_gpu_summary()
+    assert "measured" in text and "recorded with" in text and "quick run" in text
+    assert "one thread (host CPU," in text
