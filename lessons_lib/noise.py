@@ -188,6 +188,11 @@ class Comparison:
     def ratio(self, num: str, den: str) -> Ratio:
         return Ratio([a / b for a, b in zip(self.rounds[num], self.rounds[den])], num=num, den=den)
 
+    def over_rounds(self) -> dict[str, timing.Timing]:
+        """Every variant as `timing(name)`: what a table beside the rounds' sentences should print (`timings` holds
+        the last round's, which can disagree with the sentence)."""
+        return {n: self.timing(n) for n in self.names}
+
     def timing(self, name: str) -> timing.Timing:
         """`name` over the paired rounds as a Timing: the median and IQR of its per-round values (each round's
         median), the numbers to print beside a sentence the rounds decided; method and device from the last

@@ -186,3 +186,12 @@ def test_a_median_outside_the_tie_band_is_never_called_a_tie():
     assert r.say("{r:.2f}×") == "1.22×"  # a caller that offers no tie sentence states the median, as before
     near = noise.Ratio([0.98, 1.0, 1.02, 1.03, 1.2], num="a", den="b")
     assert near.say("{r:.2f}×", tie="a tie ({r:.2f}×)") == "a tie (1.02×)"
+
+
+def test_over_rounds_gives_every_variant_as_the_rounds_saw_it():
+    from lessons_lib import timing as _timing
+
+    last = {n: _timing.Timing(n, 9.0, 0.0, [9.0], 1, "m", "cpu") for n in ("a", "b")}
+    cmp = noise.Comparison({"a": [1.0, 2.0, 3.0], "b": [2.0, 4.0, 6.0]}, timings=last)
+    over = cmp.over_rounds()
+    assert [t.median for t in over.values()] == [2.0, 4.0] and [t.label for t in over.values()] == ["a", "b"]

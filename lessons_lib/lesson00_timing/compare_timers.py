@@ -15,7 +15,7 @@ from ..timing import Timing
 class Compared:
     """Every wrong timer next to the harness on one function, with each ratio decided by the noise rule."""
 
-    timings: list[Timing]  # the first call, then the last round's wrong timers, then the harness
+    timings: list[Timing]  # the first call, then the wrong timers and the harness over the rounds
     ratios: dict[str, noise.Ratio]  # wrong timer label -> wrong / harness, one value per round
     rounds: int
 
@@ -69,5 +69,6 @@ def compare(fn, *args, min_run_time: float = 0.05, rounds: int = noise.ROUNDS, m
             continue
         if (done >= rounds and all(x.decided for x in ratios.values())) or elapsed * (done + 1) / done > max_time:
             break
-    ratios = {"first call": noise.from_timings(first, last["harness"]), **ratios}
-    return Compared([first, *(last[n] for n in names)], ratios, done)
+    over = noise.Comparison(per, elapsed, last).over_rounds()  # the rounds the ratios read, not the last one
+    ratios = {"first call": noise.from_timings(first, over["harness"]), **ratios}
+    return Compared([first, *(over[n] for n in names)], ratios, done)

@@ -199,7 +199,8 @@ def rate_summary(run, peaks_: roofline.Peaks) -> str:
     if run.device == "cuda" and _device.has_cuda():
         sheet = roofline.datasheet(_device.describe(torch.device("cuda")).name, torch.float32)
     if sheet:
-        lines.append(f"The datasheet peak ({sheet.source.split(';')[0]}) is {sheet.flops / 1e9:,.0f} GFLOP/s: "
+        named = sheet.source.split(";")[0].removeprefix("datasheet (").rstrip(")")  # "H200: 67 TFLOP/s fp32, ..."
+        lines.append(f"The datasheet peak is {sheet.flops / 1e9:,.0f} GFLOP/s ({named}; a model, not a measurement): "
                      f"{rate / sheet.flops:.0%} of what the hardware can do with the schoolbook count.")
     top = sheet.flops if sheet else peaks_.flops
     if not est.decided:
