@@ -112,7 +112,7 @@ class Profile:
 
     def __str__(self) -> str:
         where = f"\nChrome trace: {self.trace_file}" if self.trace_file else ""
-        return f"{self.name}, {self.steps} training steps, sorted by self {'CUDA' if self.cuda else 'CPU'} time\n" \
+        return f"{self.name}, {self.steps} training step{'s' * (self.steps != 1)}, sorted by self {'CUDA' if self.cuda else 'CPU'} time\n" \
                f"{self.table}{where}"
 
     def top(self, by: str = "cpu", n: int = 8):

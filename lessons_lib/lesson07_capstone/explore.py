@@ -191,19 +191,11 @@ def _shape_words(dims: dict) -> str:
 
 
 def recorded_shapes(key: str = KEY) -> str:
-    """One line per recorded file: the shape its headline was recorded at and, for a measured one, how (quick or
-    not, the load average and threads): the figure beside it mixes shapes, and a loaded CPU reads several times
-    slower than the same CPU idle."""
+    """One line per recorded file: the shape its headline was recorded at (the figure beside it mixes shapes: the H200's
+    --quick recording of 2026-11-26 was at the CPU's small shape, the model files are at the GPU's). How each
+    was recorded (threads, load, quick or full) is results.Recorded.conditions, captioned under the figure."""
     lines = []
     for rec in results.for_lesson(key):
         head = (rec.lesson(key) or {}).get("headline") or {}
-        at = _shape_words(head.get("params", {})) or "?"
-        how = ""
-        cond = (rec.meta.get("conditions") or {}).get(key)
-        if rec.kind == "measured" and cond:
-            load = cond.get("load_average") or []
-            how = (f" (record{' --quick' if cond.get('quick') else ''}, load {load[0]:.1f} on {cond.get('threads')} "
-                   f"thread{'s' * (cond.get('threads') != 1)}" + (f", beside: {cond['beside']}" if cond.get("beside")
-                                                                   else "") + ")" if load else "")
-        lines.append(f"{rec.short()}: at {at}{how}")
+        lines.append(f"{rec.short()}: at {_shape_words(head.get('params', {})) or 'a shape not recorded'}")
     return "\n".join(lines)

@@ -108,7 +108,8 @@ def agreement_report(rows: list[Agreement]) -> str:
     lines = []
     for r in rows:
         if r.ok:
-            lines.append(f"✓ {r.stage}: outputs, gradients and {r.n_steps} SGD steps match the original (float64)")
+            lines.append(f"✓ {r.stage}: outputs, gradients and {r.n_steps} SGD step{'s' * (r.n_steps != 1)} match the "
+                         "original (float64)")
         else:
             lines.append(f"✗ {r.stage}: relative errors outputs {r.outputs:.1e}, gradients {r.grads:.1e}, "
                          f"after the steps {r.steps:.1e} (tolerance {TOL:.0e})")
