@@ -12,6 +12,9 @@
 4. The graph's losses against eager's (gpu.graphed_agreement), and graph_check on the fixed step with both
    optimizers (expected: foreach with a float lr frozen by its lr alone; the shipped fused step "no hazard seen":
    the efficient attention's eager CPU seed and offset are no longer flagged, graph_hazards._attention_rng_state).
+5. The notebook's profile of the original (evidence.profile_train, summary, top): the loop's waits a step (expected 5
+   cudaStreamSynchronize, no cudaDeviceSynchronize: the harness's), the host's own time against the GPU's busy
+   time, and the first rows of both tables (expected: no "Activity Buffer Request", no "Optimizer." row).
 """
 import sys
 import time
@@ -134,6 +137,17 @@ def main():
         for n, r in G.graph_reports(dev).items():
             print(f"   graph_check, {n}: {r.verdict}; " + "; ".join(f"{h.kind}: {h.what[:90]}" for h in r.hazards))
     step(4, "graph", four)
+
+    def five():
+        from lessons_lib.lesson07_capstone import evidence as V
+
+        p = V.profile_train(slow, M.slow_train, x, y, steps=2, batch=d["batch"], opt=so, export=False)
+        s = V.summary(p)
+        print(f"5. profile (cuda seen: {p.cuda}): waits a step {p.waits()}; summary syncs {s['syncs_per_step']:.1f}, "
+              f"host {s['host_ms']:.2f} ms, GPU busy {s['device_ms'] or 0:.2f} ms a step, {s['per_step']:.0f} launches")
+        for by in ("cpu", "device"):
+            print(f"   top by {by}: {[r[0] for r in p.top(by).rows[1:4]]}")
+    step(5, "profile", five)
 
 
 if __name__ == "__main__":
