@@ -6,9 +6,10 @@ import math
 import torch
 import torch.nn as nn
 
+from ..display import count
 from .features import available, problem
 from .strategies import (
-    _any_autocast, _compute_dtype, _n, _norm_dim, AUTO, FUNCTIONS, laid_out, LAYOUT, layout_of, STRATEGIES,
+    _any_autocast, _compute_dtype, _norm_dim, AUTO, FUNCTIONS, laid_out, LAYOUT, layout_of, STRATEGIES,
 )
 from .tuning import _GENERATION, _is_compiling, _traceable, Choice, FALLBACK, tune
 
@@ -209,7 +210,7 @@ class GroupedLinear(nn.Module):
         d = _norm_dim(self.dim, x.dim())
         want = self.groups * self.in_features
         if x.shape[d] != want:
-            raise ValueError(f"Input has {_n(x.shape[d], 'channel')} in dim {self.dim} (shape {tuple(x.shape)}); this layer "
+            raise ValueError(f"Input has {count(x.shape[d], 'channel')} in dim {self.dim} (shape {tuple(x.shape)}); this layer "
                              f"expects groups × in_features = {self.groups} × {self.in_features} = {want}.")
 
     @staticmethod

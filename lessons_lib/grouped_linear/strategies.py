@@ -6,6 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..display import count
+
 
 STRATEGIES = ("loop", "bmm", "matmul_channels", "einsum", "block_diagonal", "conv", "grouped_mm", "vmap")
 AUTO = "auto"
@@ -15,14 +17,9 @@ MAX_BLOCK_DIAGONAL_BYTES = 256 * 2**20  # the block-diagonal weight is groups² 
 # --- layouts ------------------------------------------------------------------------------------
 
 
-def _n(count: int, noun: str, plural: str | None = None) -> str:
-    """'1 dimension', '3 dimensions': a count with its noun (the package's and lesson 03's words)."""
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
-
-
 def _norm_dim(dim: int, ndim: int) -> int:
     if not -ndim <= dim < ndim:
-        raise ValueError(f"dim={dim} is out of range for an input with {_n(ndim, 'dimension')}.")
+        raise ValueError(f"dim={dim} is out of range for an input with {count(ndim, 'dimension')}.")
     return dim % ndim
 
 

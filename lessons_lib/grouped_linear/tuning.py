@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import noise, timing
+from ..display import count
 from ..trace import tf32_enabled
 from .features import problem
-from .strategies import _any_autocast, _autocast_on, _compute_dtype, _n, _norm_dim, FUNCTIONS, laid_out, STRATEGIES
+from .strategies import _any_autocast, _autocast_on, _compute_dtype, _norm_dim, FUNCTIONS, laid_out, STRATEGIES
 
 
 # The order tuning times them in: when a large shape spends the budget, what is left untimed is what
@@ -219,11 +220,11 @@ def _busy(spread: float, noisy: int, timed: int) -> str:
     if spread > BUSY_SPREAD:
         why.append(f"the near-ties' paired rounds spread {min(spread, 99.99):.0%}")
     if timed and noisy * 2 >= timed:
-        why.append(f"{noisy} of {_n(timed, 'measurement')} noisy")
+        why.append(f"{noisy} of {count(timed, 'measurement')} noisy")
     try:
         load, cores = os.getloadavg()[0], os.cpu_count() or 1
         if load > cores:
-            why.append(f"load average {load:.1f} on {_n(cores, 'core')}")
+            why.append(f"load average {load:.1f} on {count(cores, 'core')}")
     except (AttributeError, OSError):  # no load average on this OS
         pass
     return "; ".join(why)

@@ -40,6 +40,8 @@ from .inside import (  # noqa: F401
     compile_loop, conv_backend, copies_table, gemm_shapes, look_inside, loop_graphs, optimizer_ops,
     optimizer_summary, optimizer_timings,
 )
-from .crossover import GRID_VARIANTS, crossover_grid, grid_table, heatmap, latest_grid, recorded_grids  # noqa: F401
+from .crossover import (  # noqa: F401
+    GRID_VARIANTS, crossover_grid, grid_table, heatmap, latest_grid, recorded_conditions, recorded_grids,
+)
 from .explore import explorer  # noqa: F401
 from .exercise import check_exercise, exercise_starter  # noqa: F401

@@ -222,23 +222,22 @@ def _winner_words(grid: Grid, i: int, j: int, noisy: list[str] | None = None) ->
 
 
 def heatmap(grid: Grid, title: str = ""):
-    """The crossover map: each (groups, group size) coloured by its winner where the noise rule decides one,
-    grey where it does not (the table's "not decided": the winner or the runner-up timed noisy), and annotated
-    with the loop's time over the fastest's (and "tie" where the runner-up is within 5%: the cell takes the
-    faster one's colour; the table names both)."""
+    """The crossover map: each (groups, group size) coloured by its fastest contender, washed out and hatched
+    where the noise rule does not decide it (the table's "not decided": the winner or the runner-up timed noisy;
+    `plots.winner_map(decided=...)`), and annotated with the loop's time over the fastest's (and "tie" where the
+    runner-up is within 5%: the cell takes the faster one's colour; the table names both)."""
     from .. import plots
 
     names = list(grid.medians)
     order = [v.name for v in with_variants(LESSON, auto=True, forum=True).variants]
-    order += [n for n in names if n not in order] + [UNDECIDED]
-    colors = {**plots.variant_colors(order), UNDECIDED: "#9a9a9a"}
+    order += [n for n in names if n not in order]
     cells = [[_cell(grid, i, j) for j in range(len(grid.sizes))] for i in range(len(grid.groups))]
-    winners = [[best if kind != UNDECIDED else UNDECIDED for kind, best, _ in row] for row in cells]
     loop_r = grid.ratio("loop (SlowGroups)") if "loop (SlowGroups)" in names else None
     notes = [[(f"loop {loop_r[i][j]:.1f}×" if loop_r else "") + ("\ntie (5%)" if kind == "tie" else "")
               for j, (kind, _best, _second) in enumerate(row)] for i, row in enumerate(cells)]
-    return plots.winner_map(grid.groups, grid.sizes, winners, order, notes,
-                            xlabel="group size (features per group)", ylabel="groups", colors=colors,
+    return plots.winner_map(grid.groups, grid.sizes, [[best for _kind, best, _ in row] for row in cells], order, notes,
+                            xlabel="group size (features per group)", ylabel="groups",
+                            decided=[[kind != UNDECIDED for kind, _b, _s in row] for row in cells],
                             title=title or f"fastest variant ({'training step' if grid.training else 'forward'}, "
                                            f"{grid.device})")
 
@@ -266,6 +265,15 @@ def latest_grid(kind: str = "forward") -> tuple[str, Grid] | None:
 
     rec, grid = min(grids, key=lambda rg: (noisy_share(rg[1]), -_date_key(rg[0].meta.get("date", ""))))
     return rec.label(), grid
+
+
+def recorded_conditions(label: str) -> str:
+    """How the recorded file labelled `label` was made (threads, load, what ran beside it, quick or full), in
+    words, for the heading of its figures (`results.Recorded.conditions`)."""
+    for rec in results.for_lesson(KEY):
+        if rec.label() == label:
+            return rec.conditions(KEY)
+    return ""
 
 
 def _date_key(date: str) -> int:

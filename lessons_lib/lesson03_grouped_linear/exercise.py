@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import device as _device
-from ..grouped_linear.strategies import _n
+from ..display import count
 from ..grading import Verdict, analyse_reader, call_reader, rel_error, speed_check
 from ..trace import COPY_OPS, OpTrace, _Recorder
 from .lessons import THREAD_SHAPE
@@ -160,7 +160,7 @@ def check_exercise(fn) -> Verdict:
         return v
     v.check("runs exactly one GEMM", len(t.gemms) == 1,
             f"found {len(t.gemms)}" + (f": {', '.join(op.name for op in t.gemms[:4])}" if t.gemms else "")
-            + (f" and {_n(len(t.convolutions), 'convolution')}" if t.convolutions else ""))
+            + (f" and {count(len(t.convolutions), 'convolution')}" if t.convolutions else ""))
     act = N * G * K * L * 4
     big = [op for op in t.ops if op.name in COPY_OPS and op.write_bytes >= act]
     small = [op for op in t.ops if op.name in COPY_OPS and op.write_bytes < act]

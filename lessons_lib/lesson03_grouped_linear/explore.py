@@ -10,7 +10,7 @@ from .. import compiling, results, roofline, trace
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..grouped_linear import tuning as GL_tuning
-from ..grouped_linear.strategies import _n
+from ..display import count
 from ..widgets import Explorer
 from .crossover import crossover_grid, Grid, GRID_CPU, GRID_GPU, GRID_VARIANTS, paired_check
 from .evidence import tf32_note
@@ -140,18 +140,18 @@ def targets(device, section: dict) -> list[dict]:
         paired = (section.get("paired") or {}).get(kind)
         if paired:  # the bar is judged on the paired re-timing; the single pass is shown beside it
             undecided = sum(not d for row in paired.get("decided", []) for d in row)
-            note = f" ({undecided} of {_n(points, 'point')} not decided: a busy machine)" if undecided else ""
+            note = f" ({undecided} of {count(points, 'point')} not decided: a busy machine)" if undecided else ""
             worst = max(max(row) for row in paired["ratios"])
             out.append({"name": f"03 GroupedLinear(auto) / fastest variant, median of ≥ {paired['rounds']} alternating "
-                                f"rounds, worst of {_n(points, 'grid point')} ({kind}){note}",
+                                f"rounds, worst of {count(points, 'grid point')} ({kind}){note}",
                         "value": worst, "bar": f"<= {BAR}", "ok": worst <= BAR})
             if paired.get("forum"):
                 worst = max(max(row) for row in paired["forum"])
                 out.append({"name": f"03 GroupedLinear(auto) / forum baddbmm over a (G, in, out) weight, median of ≥ "
-                                    f"{paired['rounds']} alternating rounds, worst of {_n(points, 'grid point')} ({kind})",
+                                    f"{paired['rounds']} alternating rounds, worst of {count(points, 'grid point')} ({kind})",
                             "value": worst, "bar": f"<= {BAR}", "ok": worst <= BAR})
         out.append({"name": f"03 GroupedLinear(auto) / fastest variant, the grid's single pass, worst of "
-                            f"{_n(points, 'grid point')} ({kind})", "value": single,
+                            f"{count(points, 'grid point')} ({kind})", "value": single,
                     "bar": f"<= {BAR}" if not paired else "info (noise included)",
                     "ok": (single <= BAR) if not paired else None})
     tune = section.get("tuning_seconds") or []

@@ -10,7 +10,7 @@ from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table
 from ..grading import rel_error
-from ..grouped_linear.strategies import _n
+from ..display import count
 from ..trace import trace_ops
 from .lessons import LESSON, make_inputs, TRAIN_LESSON
 from .variants import slow_groups
@@ -76,7 +76,7 @@ def conv_backend(params: dict | None = None, device=None, dtype=torch.float32, t
     except Exception as err:  # a private API: if it changed, say so instead of failing
         return f"could not ask ATen ({type(err).__name__}); the profiler's kernel names say which ran."
     name = str(backend).split(".")[-1]
-    threads = f", {_n(torch.get_num_threads(), 'thread')}" if dev.type == "cpu" else ""
+    threads = f", {count(torch.get_num_threads(), 'thread')}" if dev.type == "cpu" else ""
     return (f"grouped Conv1d, {G} groups of {K}, input {p['batch']}×{G * K}×{p['length']} on {dev.type} "
             f"({str(dtype).replace('torch.', '')}{threads}{', training' if training else ''}): backend {name}")
 
@@ -184,5 +184,5 @@ def compile_loop(groups: int = 8, group_size: int = 16, rows: int = 64, device=N
     with torch.no_grad():
         err = rel_error(c.fn(x, w, b), loop_rows(x.double(), w.double(), b.double()))
     ok = err <= 4 * 2e-6 * group_size**0.5
-    return c, (f"{_n(groups, 'linear')}, {'batch_linear fusion on' if fuse else 'default options'}: library GEMMs in the "
+    return c, (f"{count(groups, 'linear')}, {'batch_linear fusion on' if fuse else 'default options'}: library GEMMs in the "
                f"generated code: {line}; against float64 {'✓' if ok else '✗'}")

@@ -92,11 +92,11 @@ def test_the_heatmap_colours_only_decided_winners_and_a_recorded_table_says_so(m
     grid = crossover.Grid([4], [8, 16], {}, False, medians, "cpu", noisy=[[["bmm, rows first"], []]])
     drawn = {}
     monkeypatch.setattr(plots, "winner_map", lambda rows, cols, winners, order, notes, **kw: drawn.update(
-                            winners=winners, notes=notes, colors=kw["colors"], order=order))
+                            winners=winners, notes=notes, decided=kw["decided"]))
     L.heatmap(grid)
-    assert drawn["winners"] == [[crossover.UNDECIDED, "bmm, rows first"]]  # noisy winner: grey; a tie: its colour
+    assert drawn["winners"] == [["bmm, rows first"] * 2]
+    assert drawn["decided"] == [[False, True]]  # the noisy winner is hatched; a tie is decided (it says "tie")
     assert drawn["notes"] == [["loop 3.0×", "loop 3.0×\ntie (5%)"]]
-    assert drawn["colors"][crossover.UNDECIDED] != drawn["colors"]["bmm, rows first"]
     live, recorded = L.grid_table(grid), L.grid_table(grid, recorded=True)
     assert "rerun on a quieter machine" in live and "rerun" not in recorded
     assert "1 of them was not decided when recorded" in recorded and "1 point has noisy timings" in recorded
