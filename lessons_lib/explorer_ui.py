@@ -52,6 +52,7 @@ class ExplorerUI:
     _stopped_note = ""
     _pending_replay = False  # the menu changed while busy: replay its choice when the work ends
     _bar_from_phases = False  # a Run: the progress bar follows "measuring X (k of n)"
+    _points_note = ""  # a sweep's points so far, under the phase's line
     _phase_text = ""  # what runs now, for the status line (`_on_phase`); "" when nothing does
     TICK = 1.0  # seconds between status refreshes while a phase runs (its clock moves)
 
@@ -183,7 +184,7 @@ class ExplorerUI:
     def _on_phase(self, phase: str, detail: str) -> None:
         """The status names the phase running, what it does and for how long so far (`phases.Phases`); the
         plain API (no widget built) shows nothing."""
-        self._phase_text = f"{phase}: {detail}" if detail else phase
+        self._phase_text = detail if phase in detail else f"{phase}: {detail}" if detail else phase
         counted = re.search(r"measuring .*\((\d+) of (\d+)\)$", detail) if self._bar_from_phases else None
         if counted and self._ui is not None:
             self.progress.max, self.progress.value = int(counted[2]), int(counted[1]) - 1
@@ -194,8 +195,10 @@ class ExplorerUI:
             return
         ph = self.phases
         est = f"<br>{html.escape(self._estimate_line)}" if self._estimate_line else ""
-        self.status.value = (f"<i>⏳ {html.escape(self._phase_text)} — {ph.in_phase():.0f} s in this phase, "
-                             f"{ph.elapsed():.0f} s in all{est}. Stop ends it after the current measurement.</i>")
+        points = f"<br>{html.escape(self._points_note)}" if self._points_note else ""
+        self.status.value = (f"<i>▶ {html.escape(self._phase_text)} — {ph.in_phase():.0f} s in this phase, "
+                             f"{ph.elapsed():.0f} s in all{points}{est}. Stop ends it after the current "
+                             "measurement.</i>")
 
     def _tick(self, worker: threading.Thread) -> None:
         """Refresh the status while `worker` runs, so a long phase's clock moves (a status unchanged for 25 s
@@ -248,7 +251,7 @@ class ExplorerUI:
         becomes one line of status; an unexpected error one line naming it, its traceback folded
         under "details". Outputs go through `append_*`, which is safe from a thread."""
         self._estimated, self._done_note, self._stopped_note = None, "", ""
-        self._phase_text, self._estimate_line = "", ""
+        self._phase_text, self._estimate_line, self._points_note = "", "", ""
         t0 = time.perf_counter()
         try:
             self.out.outputs = ()  # (clear_output would route through the kernel's current cell)
@@ -307,10 +310,10 @@ class ExplorerUI:
                 + ([run.metrics_table()] if run.metrics else []))
 
     def _do_sweep(self):
-        def step(i, n):
+        def step(i, n):  # the count stays in the status under each phase's line until the sweep ends
             self.progress.max, self.progress.value = n, i
-            self.phases.note(f"{i} of {n} points measured (Stop keeps them)" if i < n else
-                             f"all {n} points measured")
+            self._points_note = f"{i} of {n} points measured (Stop keeps them)" if i < n else f"all {n} points measured"
+            self._show_phase()
 
         self.progress.value = 0
         sw, fig = self.sweep(self.sweep_w.value, dtype=self.dtype_w.value, device=self.device_w.value,

@@ -157,7 +157,7 @@ class Recorded:
         threads, load average, what ran beside it, quick or full (measured); nothing ran (model); as the
         source states (reported). A CPU recorded under load reads 4x slower than the same CPU idle."""
         if self.kind == "model":
-            return "a model: datasheet peaks and the traced work; nothing was run"
+            return "datasheet peaks and the traced work; nothing was run"
         if self.kind == "reported":
             return "conditions as the source gives them (load and threads not stated)"
         c = (self.meta.get("conditions") or {}).get(key)

@@ -165,12 +165,20 @@ def test_explorer_refuses_runs_stops_reports_and_replays_in_a_real_kernel(lab, t
             assert "\n" not in refusal.strip()
             _no_traceback(page)
             assert _button(page, "Run").is_enabled()
-            # 2. a small shape runs, estimated first, and draws its figure
-            _run_code(page, SMALL_AGAIN)
+            # 1b. over the budget: the refusal names the notebook's own variable (issue 28: it said `ex.` where
+            # the notebook had none), read from the kernel's namespace on the explorer's worker thread
+            _run_code(page, SMALL_AGAIN + "\nex.run_budget = 0.001")
+            _button(page, "Run").click()
+            _wait_status(page, "budget", 60_000)
+            (refusal,) = _status(page)
+            assert "ex.run_budget = 0.002" in refusal, refusal
+            # 2. a small shape runs, estimated first, and draws its figure; the done line times each phase
+            _run_code(page, "ex.run_budget = 30")
             _button(page, "Run").click()
             _wait_status(page, "✓ done", 120_000)
             assert page.locator(".jupyter-widgets .jp-OutputArea-output img").count() == 1
-            assert "estimated" in _status(page)[0]
+            done = _status(page)[0]
+            assert "estimated" in done and "measuring" in done and "deciding the winner" in done, done
             page.screenshot(path=str(shots / "explorer-run.png"), full_page=True)
             # 3. a long sweep: the kernel stays idle while it runs, and Stop ends it
             _run_code(page, SLOW_SWEEP)
@@ -178,6 +186,11 @@ def test_explorer_refuses_runs_stops_reports_and_replays_in_a_real_kernel(lab, t
             _wait_status(page, "sweep of", 90_000)
             assert page.locator(".jp-StatusBar-TextItem:has-text('Idle')").count() == 1
             _wait_status(page, "points measured", 120_000)  # a point finished: Stop must keep it
+            # the status names the phase running and its clock, from the worker thread (issue 28: "working…"
+            # alone for 82 s)
+            assert any("▶ " in t and "point" in t and "in this phase" in t
+                       for t in page.locator(".widget-html").all_inner_texts()), _status(page)
+            page.screenshot(path=str(shots / "explorer-sweeping.png"), full_page=True)
             t0 = time.time()
             _button(page, "Stop").click()
             _wait_status(page, "stopped after", 60_000)

@@ -211,8 +211,8 @@ def test_the_status_names_each_phase_and_the_done_line_times_them(monkeypatch):
     monkeypatch.setattr(ex, "_show_phase", lambda: seen.append(ex._phase_text))
     ex._act(ex._do_run, background=False)
     text = " | ".join(seen)
-    for phase in ("this machine's peaks", "estimating: timing a few calls of mm", "measuring: measuring mm (1 of 2)",
-                  "measuring: measuring einsum (2 of 2)", "deciding the winner", "drawing"):
+    for phase in ("this machine's peaks", "estimating: timing a few calls of mm", "measuring mm (1 of 2)",
+                  "measuring einsum (2 of 2)", "deciding the winner", "drawing"):
         assert phase in text, text
     assert "measuring" in ex.status.value and "(estimated" in ex.status.value
 
@@ -238,10 +238,11 @@ def test_the_last_point_of_a_sweep_does_not_say_one_short(monkeypatch):
     ex = Explorer(_toy(), "cpu", min_run_time=0.01)
     ex.widget()
     seen = []
-    monkeypatch.setattr(ex, "_show_phase", lambda: seen.append((ex._phase_text, ex.progress.value, ex.progress.max)))
+    monkeypatch.setattr(ex, "_show_phase", lambda: seen.append((ex._points_note, ex.progress.value, ex.progress.max)))
     ex._act(ex._do_sweep, background=False)
-    text, value, top = next(s for s in reversed(seen) if "points measured" in s[0])
-    assert "all" in text and value == top
+    text, value, top = seen[-1]
+    assert text.startswith("all ") and text.endswith("points measured") and value == top
+    assert any(s[0] == f"1 of {top} points measured (Stop keeps them)" for s in seen)
 
 
 def test_a_budget_refusal_names_the_readers_variable(monkeypatch):
