@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 from .device import describe, has_cuda
 from .explorer_status import _details, _first_line, _line, _noise_line, _parts  # noqa: F401
 from .lesson import DTYPES, Stopped
+from .plot_axes import caption_below
 from .timing import fmt_time
 
 THIS_MACHINE = "this machine"
@@ -102,8 +103,7 @@ class ExplorerUI:
                 break
         if not figs:
             return None
-        figs[0].text(0.5, -0.02, "A picture of recorded results, not the explorer: run this notebook to use it.",
-                     ha="center", va="top", fontsize=9, style="italic", color="#555")
+        caption_below(figs[0], "A picture of recorded results, not the explorer: run this notebook to use it.")
         png = _png(figs[0]).data
         for f in figs[1:]:
             plt.close(f)

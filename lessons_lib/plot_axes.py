@@ -61,9 +61,13 @@ def unit_of(name: str) -> str:
 
 
 def caption_below(fig, text: str, width: int = 110) -> None:
-    """A caption under a figure (each recording's conditions, say), wrapped; `savefig(bbox_inches="tight")`,
-    as the notebooks and explorers save, keeps it."""
+    """A caption under a figure (each recording's conditions, say), wrapped; a second call adds its lines
+    under the first's. `savefig(bbox_inches="tight")`, as the notebooks and explorers save, keeps it."""
     import textwrap
 
     lines = [w for para in text.splitlines() for w in (textwrap.wrap(para, width) or [""])]
-    fig.text(0.01, 0, "\n".join(lines), ha="left", va="top", fontsize=8, color="#444")
+    old = getattr(fig, "_course_caption", None)
+    if old is not None:
+        old.set_text(old.get_text() + "\n" + "\n".join(lines))
+        return
+    fig._course_caption = fig.text(0.01, 0, "\n".join(lines), ha="left", va="top", fontsize=8, color="#444")

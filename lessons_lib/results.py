@@ -169,7 +169,7 @@ class Recorded:
         load = c.get("load_average")
         if isinstance(load, (list, tuple)) and load:
             lo, hi = min(load), max(load)
-            parts.append(f"load average {lo:.1f}" + (f"–{hi:.1f}" if hi - lo >= 0.05 else ""))
+            parts.append(f"load average {lo:.1f}" + (f"–{hi:.1f}" if f"{lo:.1f}" != f"{hi:.1f}" else ""))
         elif isinstance(load, (int, float)):
             parts.append(f"load average {load:.1f}")
         parts.append(f"beside {c['beside']}" if c.get("beside") else "nothing else running")
