@@ -67,8 +67,11 @@ def bars(timings, floors: dict[str, float] | None = None, title: str = "", ax=No
     positive = [m for m in meds if m == m and m > 0]
     log = bool(positive) and max(positive) / min(positive) > LOG_RANGE
     if log:
+        from matplotlib.ticker import FuncFormatter
+
         ax.set_xscale("log")
         ax.set_xlim(left=min(positive) / 2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # 1, 10, 100: not 10⁰, 10¹, 10²
     ax.set_yticks(list(ys), [t.label for t in timings])
     ax.invert_yaxis()
     # what the bars are goes under the axis, not in a legend: a legend box covers the longest bar
