@@ -41,7 +41,7 @@ class Replaying:
         if not missing:
             return ""
         names = ", ".join(r.short() for r in missing)
-        return f"Not in “results from”: {names} (recorded without this lesson)."
+        return f"Not in “results from” (they hold no figures for this explorer): {names}."
 
     def _section(self, recorded: results.Recorded) -> dict:
         data = recorded.lesson(self.lesson.key)
