@@ -155,7 +155,7 @@ class Ratio(Estimate):
         fields = dict(r=self.median, v=self.median, low=self.low, high=self.high, num=self.num, den=self.den, **extra)
         if tie is not None and self.tie:
             if abs(self.median - 1) > TIE:  # the IQR reaches the band, the median does not: neither a tie nor a win
-                return (f"not decided on this run: the rounds put it at {self.median:.2f}×, but their IQR "
+                return (f"no winner on this run: the rounds put it at {self.median:.2f}×, but their IQR "
                         f"({self.low:.2f}–{self.high:.2f}×) reaches within {TIE:.0%} of a tie"
                         + ("" if recorded else ": rerun on a quieter machine"))
             return tie.format(**fields)
