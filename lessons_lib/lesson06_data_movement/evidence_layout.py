@@ -89,9 +89,12 @@ def layout_verdict(device=None, dtype=torch.float32, max_time: float = 4.0, **kw
                                "with tensor cores, measure in float16/bfloat16 before trusting it"}
     # cuDNN runs float32 convolutions in TF32 by default on an Ampere or newer GPU: say which ran
     ran = f" ({grading.precision_label(dev, 'conv')})" if dev.type == "cuda" and dtype == torch.float32 else ""
-    return cmp, r.say("here channels_last runs at {r:.2f}× NCHW's speed" + ran + ": " + word.get(r.faster or "", ""),
-                      tie="here neither layout wins (within 5%)" + ran + ": channel-first gives no advantage on this "
-                          "device either")
+    said = r.say("here channels_last runs at {r:.2f}× NCHW's speed" + ran + ": " + word.get(r.faster or "", ""),
+                 tie="here neither layout wins (within 5%)" + ran + ": channel-first gives no advantage on this "
+                     "device either")
+    if ran and ran not in said:  # the noise rule's own sentence (not decided, no winner): the precision still applies
+        said += ran
+    return cmp, said
 
 
 def _no_grad_call(m, x):
