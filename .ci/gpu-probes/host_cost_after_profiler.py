@@ -41,7 +41,7 @@ def measure_all(label, with_exercise=True):
         def solution(*pieces):
             return torch.cat([p / p.abs().amax().clamp_min(1e-6) for p in pieces])
 
-        _n, ok, detail = ex06.speed_check(solution, dev, max_time=4.0)
+        _n, ok, detail = ex06.speed_check(solution, dev, max_time=3.0)
         line += f"; 06 solution/starter {detail}"
     print(line, flush=True)
 
