@@ -106,13 +106,12 @@ def check_exercise(fn) -> Verdict:
 # (69 GB, 17 ms at 85% of 4.8 TB/s) partly hide under its own next launches. With a measured host cost per op
 # (7.57 µs for a one-element add on the H200, h200.json) the model gives 3.2× on an H200, 4.2× on an H100, 34×
 # on a T4; the ratio falls towards 1.5 as the host slows (both sides launch the same four ops a piece; the
-# starter adds a sync). The H200's 2.27× fits a
-# host cost of about twice the one-element add's (the model gives 2.2× there: a reduction launches a memset and
-# its kernel; notebook 06 on the same H200 timed pre-allocate + fill at 256 pieces of 1 MiB at 2.37 ms, 9.2 µs a
-# piece for a slice and a copy_; and, not verified, the claim test ran after torch.profiler sessions in the same process, which
-# leave CUPTI attached: pytorch issue 144455). The bar: the model on the
-# H200 with the host cost doubled (2.16×) over a 1.25 margin (1.73×), rounded down: 1.5×, which the H200's
-# measured 2.27× clears by 1.5×.
+# starter adds a sync). The H200's 2.27× fits a host cost of about twice the one-element add's (the model gives
+# 2.2× there): a reduction launches a memset and its kernel; notebook 06 on the same H200 timed pre-allocate +
+# fill at 256 pieces of 1 MiB at 2.37 ms, 9.2 µs a piece for a slice and a copy_; and (not verified) the claim
+# test ran after torch.profiler sessions in the same process, which leave CUPTI attached (pytorch issue 144455).
+# The bar: the model on the H200 with the host cost doubled (2.16×) over a 1.25 margin (1.73×), rounded down:
+# 1.5×, which the H200's measured 2.27× clears by 1.5×.
 HOST_OP = 7.5e-6  # host seconds per eager op (the H200's recorded one-element add: 7.57 µs)
 COPY_EFFICIENCY = 0.85  # of datasheet bandwidth (the H200 measured 4.07 TB/s of 4.8 for a large copy)
 BAR_HOST_SLOWDOWN, BAR_MARGIN = 2.0, 1.25
