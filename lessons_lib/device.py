@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .hardware import _parse_size, last_level_cache_bytes, synchronize  # noqa: F401  (re-exported)
+from .hardware import COURSE_DEVICES, _parse_size, has_cuda, last_level_cache_bytes, pick, synchronize  # noqa: F401  (re-exported)
 from .host import _host_available_bytes, _host_total_bytes  # noqa: F401  (torch-free, for the doctor; re-exported)
 
 # The share of free memory a widget or sweep may plan to use. The rest is headroom for
@@ -27,44 +27,6 @@ USABLE_FRACTION = 0.7
 
 class DoesNotFit(ValueError):
     """A shape would not fit in memory. The message says what to change."""
-
-
-def has_cuda() -> bool:
-    return torch.cuda.is_available()
-
-
-COURSE_DEVICES = ("cpu", "cuda")  # where the course runs and times; "meta" also passes `pick`, for shape-only traces
-
-
-def pick(prefer: str | torch.device | None = None) -> torch.device:
-    """The device a lesson should use: `prefer` if given and usable, else CUDA, else CPU.
-
-    Anything else is one sentence (ValueError), before anything runs: a name torch does not know, a device
-    type the course does not run on (mps, xpu: their ops and timers are not the course's), a GPU index
-    this machine lacks ("cuda:7" on a one-GPU machine), CUDA without a GPU. "meta" passes: shape-only
-    analyses run there (an explorer refuses it itself, `widgets.Explorer`)."""
-    if prefer is None:
-        return torch.device("cuda") if has_cuda() else torch.device("cpu")
-    if isinstance(prefer, bool) or not isinstance(prefer, (str, torch.device)):
-        raise ValueError(f"device must be 'cpu' or 'cuda' (a name or a torch.device), got {prefer!r}.")
-    try:
-        dev = torch.device(prefer)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"Unknown device {prefer!r}: use 'cpu' or 'cuda'.") from None
-    if dev.type == "cuda":
-        if not has_cuda():
-            raise ValueError(
-                "CUDA was requested but this machine has no usable CUDA GPU "
-                "(torch.cuda.is_available() is False). Choose 'cpu' instead."
-            )
-        count = torch.cuda.device_count()
-        if dev.index is not None and dev.index >= count:
-            raise ValueError(f"device {str(dev)!r}: this machine has {count} CUDA GPU{'s' if count != 1 else ''} "
-                             f"(cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}); use 'cuda'.")
-    elif dev.type not in (*COURSE_DEVICES, "meta"):
-        raise ValueError(f"The course runs on 'cpu' or 'cuda', not {dev.type!r}: use "
-                         f"{'cuda' if has_cuda() else 'cpu'!r}.")
-    return dev
 
 
 def is_colab() -> bool:

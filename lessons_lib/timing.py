@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.utils.benchmark as tbench
 
-from .hardware import last_level_cache_bytes, synchronize
+from .hardware import last_level_cache_bytes, pick, synchronize
 
 MIN_SAMPLES = 7
 WARMUP_CALLS = 3
@@ -90,8 +90,6 @@ def timing_device(device=None) -> torch.device:
     """Where a public timing function runs, resolved once: `device.pick`'s checks (a device type the course
     does not run on, a GPU this machine lacks: one sentence each), and `meta` refused, since a meta tensor
     has no values and takes no time (shape-only analyses take meta; timings do not)."""
-    from .device import pick
-
     dev = pick(device)
     if dev.type == "meta":
         raise ValueError("Timings run on 'cpu' or 'cuda', not 'meta': a meta tensor has no values and takes no time.")

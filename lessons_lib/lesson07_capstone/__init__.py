@@ -28,7 +28,7 @@ Below: the names the notebook and its solution use (the tests import the rest fr
 from __future__ import annotations
 
 from .evidence import data, memory_snapshot, pair, profile_train, saved_largest, summary_table  # noqa: F401
-from .exercise import check_exercise, exercise_starter, qkv_starter  # noqa: F401
+from .exercise import check_exercise, exercise_starter  # noqa: F401
 from .explore import KEY, explorer, recorded_shapes  # noqa: F401
 from .fixes import ODD, agreement_report, check_stages, waterfall  # noqa: F401
 from .gpu import (  # noqa: F401
@@ -39,7 +39,7 @@ from .model import (  # noqa: F401
     gelu_chain, heads_out_broadcast, heads_out_one_gemm, norm_by_hand, optimizer, qkv_broadcast, qkv_one_gemm, shape,
     slow_train,
 )
-from .own_model import attention_inputs, attention_starter, check_attention_step, diagnosis_lines  # noqa: F401
+from .own_model import attention_inputs, check_attention_step, diagnosis_lines  # noqa: F401
 from .tools import (  # noqa: F401
     broadcast_costs, broadcast_table, chain_counts, diagnosed, diagnosis_table, findings, findings_table, index_syncs,
     sync_story,
