@@ -233,11 +233,13 @@ def _pack(ctx: Ctx, nbdir: Path) -> None:
 
 
 def _notebook_jobs(ctx: Ctx) -> int:
-    """Notebooks at a time: two on a GPU machine's 16 cores, each kernel with half of them (OMP_NUM_THREADS),
-    so no core is oversubscribed (on the H200 four ran at once beside the unit suite, 16 threads each, and
-    CPU-only cells ran 5-25x slower); one on a small machine. One at a time would take 200-350 s alone: more
-    than an 8-minute run has. Their GPU timings share the GPU with one neighbour (the claim tests ran alone)."""
-    return ctx.standins.get("notebook_jobs") or (2 if ctx.cores >= 12 else 1)
+    """Notebooks at a time: three on a GPU machine's 16 cores, each kernel with a third of them
+    (OMP_NUM_THREADS), so no core is oversubscribed (on the first H200 run four ran at once beside the unit
+    suite, 16 threads each, and CPU-only cells ran 5-25x slower); one on a small machine. On the second
+    H200 run (2026-11-26-b), two at a time, the 16 took about 300 s of notebook time (00 49 s, 03 56 s, 04
+    over its 78 s cap, solutions 10-37 s): one at a time is more than an 8-minute run has. Their GPU timings
+    share the GPU with two neighbours: the claim tests, which state the course's numbers, run alone."""
+    return ctx.standins.get("notebook_jobs") or (3 if ctx.cores >= 12 else 1)
 
 
 def _verdict(one_log: Path, nb, rc, killed: bool, cap: float) -> tuple[str, list[str]]:
@@ -307,11 +309,19 @@ def notebooks(ctx: Ctx, deadline: float) -> Outcome:
 # --- 5. unit ----------------------------------------------------------------------------------------
 
 
+# The unit tests whose code branches on the device (CI's simulated-H100 leg runs the same selection); the rest
+# run the same on a GPU machine as on CI's CPU. --full-unit runs all of them (about 1400: on the second H200
+# run 12 workers got through ~27% in 40 s).
+DEVICE_TESTS = "cuda or simgpu or gpu or device or dtype or oom or explorer or memory or graph or sync or record"
+
+
 def unit(ctx: Ctx, deadline: float) -> Outcome:
-    """The unit suite with pytest-xdist workers, one line a test as it ends (a stopped run still names
-    its failures), a per-test timeout; two torch threads a worker, as on the 2-core CI machine."""
+    """The unit tests with pytest-xdist workers (those that branch on the device, or all with --full-unit),
+    one line a test as it ends (a stopped run still names its failures), a per-test timeout; two torch
+    threads a worker, as on the 2-core CI machine."""
     log, events = ctx.out / "unit.log", ctx.work / "unit.events"
-    target = ctx.standins.get("unit", ["tests", "-m", "not gpu and not browser", "--deselect", DRY_RUN_TEST])
+    select = [] if ctx.full_unit else ["-k", DEVICE_TESTS]
+    target = ctx.standins.get("unit", ["tests", "-m", "not gpu and not browser", *select, "--deselect", DRY_RUN_TEST])
     workers = ctx.standins.get("unit_workers") or max(1, min(12, ctx.cores - 2))
     xdist = ["-n", str(workers)] if ctx.has_xdist and workers > 1 else []
     env = {**ctx.env, "GPU_VALIDATE_EVENTS": str(events), "OMP_NUM_THREADS": "2"}
