@@ -23,7 +23,10 @@ class Replaying:
 
     def records(self) -> list[results.Recorded]:
         """Every recorded file the menu lists: those holding this lesson, and the reported figures
-        of its thread when another lesson stores them (`Lesson.reported_from`)."""
+        of its thread when another lesson stores them (`Lesson.reported_from`); with `sections`, the files
+        where it finds this explorer's figures."""
+        if self._sections() is not None:
+            return [r for r in results.load_all() if self._sections()(r)]
         recs = results.for_lesson(self.lesson.key)
         extra = self.lesson.reported_from
         if extra:
@@ -43,13 +46,25 @@ class Replaying:
         names = ", ".join(r.short() for r in missing)
         return f"Not in “results from” (they hold no figures for this explorer): {names}."
 
+    def _sections(self):
+        """The explorer's `sections(recorded) -> (key, section) | None`: a lesson whose record keeps this
+        explorer's figures inside another section (lesson 03's training step in the CPU files' 03 section,
+        lesson 06's copies in its own) says where they are, in `Recorded.lesson`'s form; None: its key."""
+        return getattr(self, "sections", None)
+
     def _section(self, recorded: results.Recorded) -> dict:
+        if self._sections() is not None:
+            found = self._sections()(recorded)
+            return found[1] if found else {}
         data = recorded.lesson(self.lesson.key)
         if not data and self.lesson.reported_from:
             data = recorded.lesson(self.lesson.reported_from)
         return data if isinstance(data, dict) else {}
 
     def _key_of(self, recorded: results.Recorded) -> str:
+        if self._sections() is not None:
+            found = self._sections()(recorded)
+            return found[0] if found else self.lesson.key
         return self.lesson.key if recorded.lessons.get(self.lesson.key) else (self.lesson.reported_from or "")
 
     def replay_params(self, recorded: results.Recorded) -> dict:

@@ -69,15 +69,21 @@ def explorer_device(device) -> torch.device:
 class Explorer(Deciding, Replaying, ExplorerUI):
     def __init__(self, lesson: Lesson, device=None, min_run_time: float = 0.1, run_budget: float = RUN_BUDGET,
                  sweep_budget: float = SWEEP_BUDGET,
-                 work_of: Callable[[dict, torch.dtype], dict[str, roofline.Work]] | None = None):
+                 work_of: Callable[[dict, torch.dtype], dict[str, roofline.Work]] | None = None,
+                 sections: Callable | None = None):
         """run_budget, sweep_budget: seconds a Run or a Sweep may be estimated to take; above
         that it is refused before anything runs (raise them for a patient reader).
 
         work_of(params, dtype) -> {variant: Work}: the work of variants whose timed callable is not
         what the op trace of their `fn` sees (a compiled or graph-replayed variant launches fewer
-        kernels); their floors and regimes use it. Variants it leaves out keep their traced work."""
+        kernels); their floors and regimes use it. Variants it leaves out keep their traced work.
+
+        sections(recorded) -> (key, section) or None: where this explorer's figures are in a recorded
+        file, for a lesson whose record keeps them inside another section (`explorer_replay.Replaying`);
+        default: the section under the lesson's own key."""
         self.lesson = lesson
         self.work_of = work_of
+        self.sections = sections
         self.device = explorer_device(device)
         self.min_run_time = min_run_time
         self.run_budget = _check_budget_value(run_budget, "run_budget")

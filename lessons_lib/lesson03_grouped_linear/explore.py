@@ -33,7 +33,30 @@ def explorer(device=None, training: bool = False, compiled: bool | None = None) 
     lesson = with_variants(lesson, auto=True, grouped=grouped, compiled=compiled)
     if tf32_note(dev):  # every figure's title says which float32 timings are TF32 on this GPU
         lesson = dataclasses.replace(lesson, title=f"{lesson.title} ({_tf32_title()})")
-    return Explorer(lesson, dev)
+    return Explorer(lesson, dev, sections=training_sections if training else forward_sections)
+
+
+def forward_sections(rec: results.Recorded) -> tuple[str, dict] | None:
+    """The forward explorer's figures in a recorded file: its section, less the sweep where `record` below
+    wrote it (that sweep times the training step; a file with "headline_train" is one of `record`'s)."""
+    data = rec.lesson(KEY)
+    if not data:
+        return None
+    if "headline_train" in data:
+        data = {k: v for k, v in data.items() if k != "sweeps"}
+    return KEY, data
+
+
+def training_sections(rec: results.Recorded) -> tuple[str, dict] | None:
+    """The training explorer's figures: a model file's own section, or, in a file `record` wrote, its
+    training headline and its group-size sweep (both the training step's), inside the 03 section."""
+    data = rec.lesson(TRAIN_LESSON.key)
+    if data:
+        return TRAIN_LESSON.key, data
+    data = rec.lesson(KEY) or {}
+    if data.get("headline_train"):
+        return KEY, {"headline": data["headline_train"], "sweeps": data.get("sweeps", {})}
+    return None
 
 
 def _tf32_title() -> str:

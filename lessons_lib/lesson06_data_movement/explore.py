@@ -97,11 +97,34 @@ def transfer_lesson() -> Lesson:
 
 def transfer_explorer(device=None) -> Explorer:
     """Pageable vs pinned copies as variants (CUDA only: on a CPU every run is refused with a sentence).
-    Where pinned memory is unavailable, it says why and offers the pageable copy alone."""
+    Where pinned memory is unavailable, it says why and offers the pageable copy alone. Its "results from"
+    menu replays the copies `record` measured on a GPU (`transfer_sections`)."""
     lesson = transfer_lesson()
     if len(lesson.variants) == 1:
         print(transfers.pin_problem(), "The explorer times the pageable copy only.")
-    return Explorer(lesson, device)
+    return Explorer(lesson, device, sections=transfer_sections)
+
+
+TRANSFER_KEY = KEY + "_transfers"
+# the explorer's variants as `record` stores them (transfers.measure_all's labels): the same copies, host to device
+RECORDED_AS = {"pageable": "host → device, pageable", "pinned": "host → device, pinned",
+               "pin, then copy": "pin_memory() then copy (pin included)"}
+
+
+def transfer_sections(rec: results.Recorded) -> tuple[str, dict] | None:
+    """The transfer explorer's figures in a recorded file: a section of its own, or the host-to-device copies
+    `record` measured (the 06 section's "transfers"), as a headline of the explorer's variants at their size."""
+    data = rec.lesson(TRANSFER_KEY)
+    if data:
+        return TRANSFER_KEY, data
+    copies = (rec.lessons.get(KEY) or {}).get("transfers") or {}
+    rows = {name: copies[label] for name, label in RECORDED_AS.items() if label in copies}
+    if not rows:
+        return None
+    nbytes = next(iter(rows.values()))["bytes"]
+    variants = {name: {"median": r["median"], "iqr": r.get("iqr", 0.0)} for name, r in rows.items()}
+    return KEY, {"headline": {"params": {"megabytes": max(1, round(nbytes / 2**20))}, "dtype": "float32",
+                              "variants": variants}}
 
 
 # === recorded results =============================================================================
@@ -129,7 +152,7 @@ def record(device, quick: bool = False) -> dict:
     out["elementwise"] = {"elements_timed": ex.elements_timed, "per_element": ex.seconds_per_element,
                           "extrapolated_total_s": ex.total_seconds, "kind": "extrapolated from the timed elements"}
     if dev.type == "cuda" and transfers.problem(dev) is None:
-        out["transfers"] = {b.label: {"gbs": b.gbs, "median": b.timing.median, "bytes": b.nbytes}
+        out["transfers"] = {b.label: {"gbs": b.gbs, "median": b.timing.median, "iqr": b.timing.iqr, "bytes": b.nbytes}
                             for b in transfers.measure_all(4 * 2**20 if quick else 64 * 2**20, dev, t)}
         ex1 = seed_example1_timings(dev, size=(1000, 1000) if quick else None, min_run_time=t)
         out["seed_example1"] = {k: {"median": v.median, "iqr": v.iqr} for k, v in ex1.items()}
