@@ -70,6 +70,7 @@ class Estimate:
     values: list[float]
     rel_tol: float = RATIO_SPREAD  # decided when IQR / |median| ≤ rel_tol ...
     abs_tol: float | None = None  # ... or, when given, when IQR / 2 ≤ abs_tol (for numbers near 0, like exponents)
+    lacking: str = ""  # why these values cannot decide anything, whatever they are (rounds the time limit cut)
 
     @property
     def median(self) -> float:
@@ -98,7 +99,7 @@ class Estimate:
 
     @property
     def decided(self) -> bool:
-        if not self.values or any(v != v for v in self.values):  # NaN never decides
+        if self.lacking or not self.values or any(v != v for v in self.values):  # NaN never decides
             return False
         if self.abs_tol is not None and (self.high - self.low) / 2 <= self.abs_tol:
             return True
@@ -106,6 +107,8 @@ class Estimate:
 
     def not_decided(self, recorded: bool = False) -> str:
         """The not-decided sentence; recorded=True for a figure read from a recorded file (no "rerun")."""
+        if self.lacking:
+            return f"not decided {'when recorded' if recorded else 'on this run'}: {self.lacking}"
         return (NOT_DECIDED_RECORDED if recorded else NOT_DECIDED).format(spread=min(self.spread, 99.99))
 
     def say(self, template: str, recorded: bool = False, **extra) -> str:
@@ -177,6 +180,7 @@ class Comparison:
     rounds: dict[str, list[float]]  # variant -> its median time (s) in each round
     seconds: float = 0.0  # wall time spent measuring
     timings: dict[str, timing.Timing] = field(default_factory=dict, repr=False)  # last round's Timing per variant
+    lacking: str = ""  # set when max_time stopped the rounds short of the rule's minimum: then nothing is decided
 
     @property
     def names(self) -> list[str]:
@@ -186,7 +190,8 @@ class Comparison:
         return statistics.median(self.rounds[name])
 
     def ratio(self, num: str, den: str) -> Ratio:
-        return Ratio([a / b for a, b in zip(self.rounds[num], self.rounds[den])], num=num, den=den)
+        return Ratio([a / b for a, b in zip(self.rounds[num], self.rounds[den])], num=num, den=den,
+                     lacking=self.lacking)
 
     def over_rounds(self) -> dict[str, timing.Timing]:
         """Every variant as `timing(name)`: what a table beside the rounds' sentences should print (`timings` holds
@@ -246,22 +251,37 @@ def _adjacent(cmp: Comparison) -> list[tuple[str, str]]:
     return [(n, order[0]) for n in order[1:]]
 
 
-def _paired(measure_round: Callable[[list[str], bool], dict[str, timing.Timing]], names: list[str],
+def _paired(measure_round: Callable[[list[str], bool, float | None], dict[str, timing.Timing]], names: list[str],
             rounds: int, max_rounds: int, max_time: float | None, pairs, statistic: str = "median") -> Comparison:
+    """Rounds until the needed ratios are decided. With max_time, each measurement in a round gets a time limit
+    (`timing.measure(max_time=)`): what is left, shared among the rounds still needed for the rule's minimum and
+    the variants; a round past the minimum starts only when the rounds so far say it fits. A round cannot be
+    shorter than a warm-up call and a timed call of each variant: when what is left cannot hold the minimum's
+    rounds at that, the rounds stop and the comparison says it is not decided for lack of time."""
     start = time.perf_counter()
     per: dict[str, list[float]] = {n: [] for n in names}
     last: dict[str, timing.Timing] = {}
-    r = 0
+    least = min(rounds, MIN_ROUNDS)
+    r, floor = 0, 0.0  # rounds done; the least a round can take (two calls of each variant)
     while True:
+        limit = None
+        if max_time is not None:
+            left = max_time - (time.perf_counter() - start)
+            if r < least and r and left < (least - r) * floor:
+                return Comparison(per, time.perf_counter() - start, last, lacking=(
+                    f"the time limit ({max_time:g} s) left room for {r} of the {least} paired rounds the noise "
+                    f"rule needs (each takes at least {timing.fmt_time(floor)}): give it more time"))
+            limit = max(left, 0.0) / max(least - r, 1) / len(names)
         order = names if r % 2 == 0 else names[::-1]
-        last = measure_round(order, r == 0)
+        last = measure_round(order, r == 0, limit)
         for n in names:
             per[n].append(getattr(last[n], statistic))
+        floor = sum(2 * last[n].median for n in names)
         r += 1
         elapsed = time.perf_counter() - start
         cmp = Comparison(per, elapsed, last)
         over = max_time is not None and elapsed + elapsed / r > max_time  # the next round would not fit
-        if r < min(rounds, MIN_ROUNDS) or (r < rounds and not over):
+        if r < least or (r < rounds and not over):
             continue
         if r >= max_rounds or over or not cmp.undecided(pairs):
             return cmp
@@ -275,7 +295,9 @@ def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_r
 
     pairs: the (num, den) ratios the sentence needs (default: each variant against the fastest); only
         these decide whether more rounds are run.
-    max_time: a budget in seconds for the whole comparison (no new round starts past it).
+    max_time: a budget in seconds for the whole comparison: each measurement is limited to its share of
+        what is left (see `_paired`), and no round starts past it; when the noise rule's minimum of
+        rounds cannot fit, nothing is decided and the sentences say so.
     statistic: what each round keeps of each measurement: "median" (the time a reader's calls take), or
         "least" (its fastest sample, `Timing.least`: for ranking ways to do the same work on a machine
         whose noise only adds time).
@@ -289,10 +311,10 @@ def compare(fns: dict[str, Callable[[], object]], *, rounds: int = ROUNDS, max_r
     if len(fns) < 1:
         raise ValueError("compare() needs at least one variant.")
 
-    def one_round(order, first):
+    def one_round(order, first, limit):
         return {n: timing.measure(fns[n], label=n, min_run_time=min_run_time,
                                   warmup=timing.WARMUP_CALLS if first else 1, min_samples=3, device=device,
-                                  num_threads=(num_threads or {}).get(n),
+                                  num_threads=(num_threads or {}).get(n), max_time=limit,
                                   **({"block": block} if block else {})) for n in order}
 
     return _paired(one_round, list(fns), rounds, max_rounds, max_time, pairs, statistic)
@@ -302,14 +324,15 @@ def compare_lesson(lesson, params: dict, device=None, dtype=None, variants=None,
                    max_rounds: int = MAX_ROUNDS, min_run_time: float = 0.02, max_time: float | None = 8.0,
                    pairs=None, statistic: str = "median", block: float | None = None) -> Comparison:
     """`compare` where each round is `lesson.run(params, ..., variants=order)`: the lesson makes its inputs
-    and checks the shape fits, exactly as in its notebook."""
+    and checks the shape fits, exactly as in its notebook. max_time as in `compare`: each round's
+    `Lesson.run(max_time=)` is its variants' share of what is left."""
     import torch
 
     names = lesson.variant_names(variants)
 
-    def one_round(order, first):
+    def one_round(order, first, limit):
         return lesson.run(params, device, dtype or torch.float32, variants=order, min_run_time=min_run_time,
-                          **({"block": block} if block else {})).timings
+                          max_time=limit, **({"block": block} if block else {})).timings
 
     return _paired(one_round, names, rounds, max_rounds, max_time, pairs, statistic)
 

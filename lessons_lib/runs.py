@@ -144,25 +144,37 @@ def _schedule(per_call: float, min_run_time: float, max_time: float | None, over
     what is left of it); torch's block-size search (1, 10, 100… calls until the Timer's overhead is at
     most 1e-4 of a block and the block at least min_run_time/1000, or the block is over
     min_run_time); blocks until min_run_time; then one-block samples up to `timing.MIN_SAMPLES`, each
-    after `Timer.timeit`'s own warm-up (max(number // 100, 2) calls), stopping past max_time once
-    there are two (torch/utils/benchmark/utils/timer.py, lessons_lib/timing.py)."""
+    after `Timer.timeit`'s own warm-up (max(number // 100, 2) calls). With max_time, a warm-up call or a
+    block after the first starts only if it ends within max_time (torch/utils/benchmark/utils/timer.py,
+    lessons_lib/timing.py `_Budget`, `_autorange`)."""
     c = max(per_call, 1e-9)
-    total = timing.WARMUP_CALLS * c
+
+    def fits(calls):
+        return max_time is None or total + calls * c <= max_time
+
+    total = c
+    for _ in range(timing.WARMUP_CALLS - 1):
+        if fits(1):
+            total += c
     if max_time is not None:
         min_run_time = max(min(min_run_time, (max_time - total) / 2), 1e-3)
-    number = 1
+    number, searched = 1, False
     while True:  # Timer._estimate_block_size
-        block = number * c
+        if searched and not fits(number):
+            number //= 10
+            break
+        block, searched = number * c, True
         total += block
         if (overhead / block <= 1e-4 and block >= min_run_time / 1000) or block > min_run_time \
                 or number * 10 > 2147483647:
             break
         number *= 10
-    samples = max(1, math.ceil(min_run_time / block))  # Timer._threaded_measurement_loop
-    total += samples * block
-    while samples < timing.MIN_SAMPLES:
-        if max_time is not None and samples >= 2 and total > max_time:
-            break
+    block, samples = number * c, 0
+    while samples * block < min_run_time and fits(number):  # Timer._threaded_measurement_loop
+        total += block
+        samples += 1
+    samples = max(samples, 1)  # none fitted: the search's last block is the sample
+    while samples < timing.MIN_SAMPLES and fits(number + max(number // 100, 2)):
         total += block + max(number // 100, 2) * c
         samples += 1
     return total

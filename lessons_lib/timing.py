@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.utils.benchmark as tbench
 
+from .display import count
 from .hardware import last_level_cache_bytes, pick, synchronize
 
 MIN_SAMPLES = 7
@@ -68,8 +69,7 @@ class Timing:
     def __str__(self) -> str:
         return (
             f"{self.label}: {fmt_time(self.median)} per call "
-            f"(IQR {fmt_time(self.iqr)}, {len(self.samples)} sample{'s' if len(self.samples) != 1 else ''} × "
-            f"{self.calls_per_sample} call{'s' if self.calls_per_sample != 1 else ''})"
+            f"(IQR {fmt_time(self.iqr)}, {count(len(self.samples), 'sample')} × {count(self.calls_per_sample, 'call')})"
         )
 
     def as_dict(self, with_samples: bool = False) -> dict:
@@ -133,8 +133,9 @@ def measure(
     flush_cache: overwrite a buffer larger than the last-level cache before every call.
     num_threads: CPU threads for the measurement; defaults to all that torch uses.
     max_time: an upper bound in seconds on the whole measurement, warm-up included (explorers
-        budget with it). Fewer samples are taken when it binds; at least two, unless a single
-        warm-up call already used the budget.
+        budget with it): a block of calls starts only when the calls timed before it say it ends in
+        time, so it ends within max_time plus about one call. Fewer samples are taken when it binds;
+        at least one.
     block: on a CPU, seconds per sample: each sample is a block of about that many calls' worth
         (`Timer.timeit(number)` with `number` sized from a single call), not `blocked_autorange`'s
         blocks of at least 3 ms (its overhead rule: 1e-4 of a 0.3 µs timer). A busy machine's
@@ -150,14 +151,21 @@ def measure(
     arg_sets = rotate if rotate is not None else [args]
     device = resolve_device(device, arg_sets[0])
     start = time.perf_counter()
-    for call_args in itertools.islice(itertools.cycle(arg_sets), max(warmup, len(arg_sets))):
+    budget = _Budget(max_time, start)
+    for k, call_args in enumerate(itertools.islice(itertools.cycle(arg_sets), max(warmup, len(arg_sets)))):
+        if k and not budget.fits(1):
+            break  # with max_time, a warm-up call starts only if the last one says it ends in time
+        t0 = time.perf_counter()
         fn(*call_args)
+        if budget.deadline is not None:  # each call waited for, so its time is known
+            synchronize(device)
+            budget.saw(time.perf_counter() - t0, 1)
     synchronize(device)
     if max_time is not None:
         left = max_time - (time.perf_counter() - start)
         min_run_time = max(min(min_run_time, left / 2), 1e-3)
     if flush_cache:
-        return _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples, max_time, start)
+        return _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples, budget)
 
     threads = num_threads or torch.get_num_threads()
     cycle = itertools.cycle(arg_sets)
@@ -168,34 +176,86 @@ def measure(
         label=label,
     )
     if block is not None and device.type == "cpu":
-        return _measure_short_blocks(timer, label, threads, block, min_run_time, min_samples, max_time, start)
-    m = timer.blocked_autorange(min_run_time=min_run_time)
-    samples = list(m.times)  # already divided by the block size
-    while len(samples) < min_samples:  # slow calls: blocked_autorange may stop after one block
-        if max_time is not None and len(samples) >= 2 and time.perf_counter() - start > max_time:
-            break  # over budget: report what we have (the spread says how much to trust it)
-        samples.extend(timer.timeit(m.number_per_run).times)
+        return _measure_short_blocks(timer, label, threads, block, min_run_time, min_samples, budget)
+    samples, number = _autorange(timer, min_run_time, min_samples, budget)
     median, iqr = _stats(samples)
     method = "torch.utils.benchmark.Timer.blocked_autorange"
     if device.type == "cpu":
-        method += f" ({threads} thread{'s' if threads > 1 else ''})"
-    return Timing(label, median, iqr, samples, m.number_per_run, method, device.type)
+        method += f" ({count(threads, 'thread')})"
+    return Timing(label, median, iqr, samples, number, method, device.type)
 
 
-def _measure_short_blocks(timer, label, threads, block, min_run_time, min_samples, max_time, start) -> Timing:
+class _Budget:
+    """`max_time` as a deadline. A block of calls starts only when the last calls timed say it ends before the
+    deadline (the first of each kind always runs: nothing is known before it), so a measurement ends within
+    max_time plus about one call (two when a single call is longer than max_time)."""
+
+    def __init__(self, max_time: float | None, start: float):
+        self.deadline = None if max_time is None else start + max_time
+        self.per_call = 0.0  # seconds per call, from the last calls timed
+
+    def fits(self, calls: float) -> bool:
+        return self.deadline is None or time.perf_counter() + calls * self.per_call <= self.deadline
+
+    def saw(self, seconds: float, calls: int) -> None:
+        self.per_call = seconds / max(calls, 1)
+
+
+def _autorange(timer, min_run_time: float, min_samples: int, budget: _Budget) -> tuple[list[float], int]:
+    """`Timer.blocked_autorange` step by step (torch/utils/benchmark/utils/timer.py: `_estimate_block_size`,
+    `_threaded_measurement_loop`), on the Timer's own clock (`Timer._timeit`, which synchronizes the accelerator),
+    with `budget` between blocks: the block grows 1, 10, 100... calls until the Timer's overhead is at most 1e-4
+    of it and it lasts min_run_time / 1000, or it lasts over min_run_time; then blocks of that size until
+    min_run_time; then, for slow calls, `Timer.timeit` blocks (each after its own max(n // 100, 2) untimed calls)
+    up to min_samples. torch's own loop cannot stop: its last ×10 block and the blocks after it made a 3 s
+    max_time last 15× that on the H200 (lesson 03's claim test)."""
+    from torch.utils.benchmark.utils.common import set_torch_threads
+
+    with set_torch_threads(timer._task_spec.num_threads):
+        overhead = statistics.median(timer._timeit(0) for _ in range(5))
+        number, last = 1, 0.0
+        while True:
+            if last and not budget.fits(number):
+                number //= 10  # the next block would not end in time: keep the last size
+                break
+            last = timer._timeit(number)
+            budget.saw(last, number)
+            if (overhead / last <= 1e-4 and last >= min_run_time / 1000) or last > min_run_time \
+                    or number * 10 > 2147483647:
+                break
+            number *= 10
+        samples: list[float] = []
+        while sum(samples) * number < min_run_time and budget.fits(number):
+            t = timer._timeit(number)
+            budget.saw(t, number)
+            samples.append(t / number)
+    samples = samples or [last / number]  # no block fitted after the size search: its last block is the sample
+    while len(samples) < min_samples and budget.fits(number + max(number // 100, 2)):
+        more = timer.timeit(number).times  # already divided by the block size
+        budget.saw(more[0] * number, number)
+        samples.extend(more)
+    return samples, number
+
+
+def _measure_short_blocks(timer, label, threads, block, min_run_time, min_samples, budget) -> Timing:
     """`measure(block=...)` on a CPU: samples of about `block` seconds each (see measure)."""
-    singles = [timer.timeit(1).times[0] for _ in range(3)]  # a single call, least disturbed of three
+    singles: list[float] = []
+    for _ in range(3):  # a single call, least disturbed of three (Timer.timeit(1): 2 untimed calls, 1 timed)
+        if singles and not budget.fits(3):
+            break
+        singles.append(timer.timeit(1).times[0])
+        budget.saw(singles[-1], 1)
     number = max(1, round(block / max(min(singles), 1e-9)))
     samples: list[float] = singles if number == 1 else []  # a call as long as a block: those were samples
     while True:
         done = sum(samples) * number >= min_run_time and len(samples) >= min_samples
-        over = max_time is not None and len(samples) >= 2 and time.perf_counter() - start > max_time
-        if done or over:
+        if done or not budget.fits(number + max(number // 100, 2)):
             break
         samples.extend(timer.timeit(number).times)  # per call: already divided by `number`
+        budget.saw(samples[-1] * number, number)
+    samples, number = (samples, number) if samples else (singles, 1)  # no block fitted: the single calls
     median, iqr = _stats(samples)
-    method = (f"torch.utils.benchmark.Timer.timeit, blocks of ~{fmt_time(block)} "
-              f"({threads} thread{'s' if threads > 1 else ''})")
+    method = f"torch.utils.benchmark.Timer.timeit, blocks of ~{fmt_time(block)} ({count(threads, 'thread')})"
     return Timing(label, median, iqr, samples, number, method, "cpu")
 
 
@@ -206,8 +266,7 @@ def flush_bytes(device: torch.device) -> int:
     return 2 * last_level_cache_bytes(device)
 
 
-def _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples, max_time=None,
-                      start=None) -> Timing:
+def _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples, budget: _Budget) -> Timing:
     """One call per sample, a cache flush before each (untimed).
 
     The flush writes a buffer twice the last-level cache, so the call's inputs must come back
@@ -219,10 +278,12 @@ def _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples, ma
     scratch = torch.empty(flush_bytes(device) // 4, dtype=torch.float32, device=device)
     samples: list[float] = []
     spent = 0.0
-    start = start if start is not None else time.perf_counter()  # wall clock, for max_time
     for call_args in itertools.cycle(arg_sets):
+        if samples and not budget.fits(1):  # one flush and call, as long as the last (the wall clock)
+            break
+        t_wall = time.perf_counter()
         scratch.fill_(1.0)  # evicts the inputs from cache
-        if on_gpu:  # events, not `start`: the budget check below reads the wall clock
+        if on_gpu:  # events time the call alone, on the GPU
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             begin.record()
             fn(*call_args)
@@ -233,14 +294,13 @@ def _measure_per_call(fn, arg_sets, label, device, min_run_time, min_samples, ma
             t0 = time.perf_counter()
             fn(*call_args)
             dt = time.perf_counter() - t0
+        budget.saw(time.perf_counter() - t_wall, 1)
         samples.append(dt)
         spent += dt
         if spent >= min_run_time and len(samples) >= min_samples:
             break
         if len(samples) >= max(MAX_FLUSHED_CALLS, min_samples):
             break  # a tiny op: more flushes would cost seconds and add nothing
-        if max_time is not None and len(samples) >= 2 and time.perf_counter() - start > max_time:
-            break
     median, iqr = _stats(samples)
     method = "CUDA events, cache flushed per call" if on_gpu else "perf_counter, cache flushed per call"
     return Timing(label, median, iqr, samples, 1, method, device.type)

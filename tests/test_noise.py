@@ -1,6 +1,8 @@
 """The noise rule (lessons_lib.noise): decided only when the rounds agree, re-measured before giving up,
 and a plain 'not decided' sentence instead of a conclusion. Deterministic: fake rounds, no clocks."""
 import itertools
+import time
+import types
 
 import pytest
 
@@ -16,7 +18,7 @@ def _fake_rounds(series):
     its = {n: itertools.cycle(v) for n, v in series.items()}
     calls = []
 
-    def one_round(order, first):
+    def one_round(order, first, limit=None):
         calls.append((tuple(order), first))
         return {n: _t(n, next(its[n])) for n in order}
 
@@ -46,11 +48,36 @@ def test_noisy_rounds_are_re_measured_then_reported_as_not_decided():
     assert cmp.say_fastest("{name}").startswith("not decided")
 
 
-def test_a_budget_stops_new_rounds_but_never_before_the_minimum():
-    one_round, calls = _fake_rounds({"a": [1.0, 9.0], "b": [1.0]})
-    cmp = noise._paired(one_round, ["a", "b"], 5, 15, 0.0, None)  # no time at all
-    assert len(calls) == noise.MIN_ROUNDS
-    assert not cmp.ratio("a", "b").decided
+def _fake_clock(monkeypatch, one_round, seconds_a_round):
+    """noise's clock advanced by `seconds_a_round` at each round (deterministic: no real time)."""
+    now = [0.0]
+    monkeypatch.setattr(noise, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def timed_round(order, first, limit=None):
+        now[0] += seconds_a_round
+        return one_round(order, first, limit)
+
+    return timed_round
+
+
+def test_a_budget_stops_new_rounds_after_the_minimum(monkeypatch):
+    one_round, calls = _fake_rounds({"a": [1e-9, 9e-9], "b": [1e-9]})  # calls of a nanosecond, rounds of 1 s
+    cmp = noise._paired(_fake_clock(monkeypatch, one_round, 1.0), ["a", "b"], 5, 15, 6.5, None)
+    assert len(calls) == 6  # a seventh round would end past 6.5 s
+    assert not cmp.ratio("a", "b").decided and not cmp.lacking
+
+
+def test_rounds_the_budget_cannot_hold_decide_nothing_and_say_why(monkeypatch):
+    # Calls of 1 s and 9 s: a round takes at least two calls of each (20 s), and a 5 s budget holds one round, not
+    # the rule's three. Before, the three ran whatever the budget; now the comparison says it lacked the time.
+    one_round, calls = _fake_rounds({"a": [9.0], "b": [1.0]})
+    cmp = noise._paired(_fake_clock(monkeypatch, one_round, 1.0), ["a", "b"], 5, 15, 5.0, None)
+    assert len(calls) == 1 and len(cmp.rounds["a"]) == 1
+    r = cmp.ratio("a", "b")
+    assert not r.decided and cmp.fastest() is None and cmp.undecided()
+    said = cmp.say("a", "b", "{r:.0f}×")
+    assert said.startswith("not decided on this run: the time limit (5 s) left room for 1 of the 3 paired rounds")
+    assert r.not_decided(recorded=True).startswith("not decided when recorded: the time limit")
 
 
 def test_a_decided_ratio_near_one_is_a_tie_with_no_winner():
@@ -141,6 +168,40 @@ def test_compare_runs_real_callables_through_the_harness():
     cmp = noise.compare({"x": lambda: None, "y": lambda: None}, rounds=3, min_run_time=0.001, max_time=5)
     assert set(cmp.rounds) == {"x", "y"} and all(len(v) >= 3 for v in cmp.rounds.values())
     assert all(isinstance(t, timing.Timing) for t in cmp.timings.values())
+
+
+def _slow(calls, seconds):
+    def call():
+        calls.append(seconds)
+        time.sleep(seconds)  # never ends early: the calls made bound the time taken from below
+    return call
+
+
+def test_compare_keeps_to_max_time_and_gives_each_round_what_is_left():
+    # On the H200 a 3 s compare_lesson ran past a 60 s test timeout: its rounds had no time limit and each
+    # measurement (timing.measure) ran its min_samples whatever they cost. Assert on the work done, not a clock:
+    # 20 ms calls, 0.4 s: at most 20 calls fit, and one round's two unavoidable calls a variant may overrun.
+    calls = []
+    cmp = noise.compare({"a": _slow(calls, 0.02), "b": _slow(calls, 0.02)}, min_run_time=0.02, max_time=0.4)
+    assert len(calls) <= 0.4 / 0.02 + 2 * 2, f"{len(calls)} calls of 20 ms in a 0.4 s budget"
+    assert cmp.lacking or len(cmp.rounds["a"]) >= noise.MIN_ROUNDS
+
+
+def test_compare_lesson_passes_each_round_a_time_limit():
+    from lessons_lib.lesson import Lesson, Param, Variant
+
+    limits = []
+
+    class Toy(Lesson):
+        def run(self, params, device=None, dtype=None, variants=None, max_time=None, **kw):
+            limits.append(max_time)
+            return type("R", (), {"timings": {n: _t(n, 1e-3) for n in variants}})()
+
+    toy = Toy("toy", "toy", [Param("n", "n", 2, 2, 1, 8)], [Variant("a", lambda x: x), Variant("b", lambda x: x)],
+              lambda p, d, t: (), lambda p, t: 0, lambda p: 1, "a")
+    noise.compare_lesson(toy, {}, "cpu", rounds=3, max_rounds=3, max_time=6.0)
+    # a variant's share of what is left over the rounds still needed: 6 s / 3 rounds / 2 variants, then more
+    assert len(limits) == 3 and 0 < limits[0] <= 1.0 and limits[0] <= limits[1] <= limits[2] <= 3.0
 
 
 def test_html_table_renders_html_and_prints_the_text_table():

@@ -76,6 +76,42 @@ def test_short_blocks_respect_max_time():
     assert "blocks of" in timing.measure(torch.neg, torch.ones(3), block=1e-4, min_run_time=0.005).method
 
 
+def _slow(seconds):
+    """A call that sleeps `seconds` (never less) and counts itself: the calls made bound the time from below."""
+    calls = []
+
+    def call(*_args):
+        calls.append(seconds)
+        time.sleep(seconds)
+
+    return call, calls
+
+
+# (seconds a call, max_time, measure's options): blocks that grow past the budget (a 0.1 ms call: torch's size
+# search reaches a 100-call block, 10× past the min_run_time of a 10 ms budget, then min_samples blocks of it),
+# slow calls, the flushed and short-block loops, and a rotation's warm-up pass (one call per argument set)
+BUDGETS = [(1e-4, 0.01, {}), (0.025, 0.3, {}), (0.025, 0.3, {"flush_cache": True}), (0.025, 0.3, {"block": 1e-3}),
+           (0.025, 0.3, {"rotate": [()] * 20})]
+
+
+@pytest.mark.parametrize("seconds, max_time, kw", BUDGETS, ids=["growing blocks", "slow calls", "flushed",
+                                                                  "short blocks", "rotated"])
+def test_max_time_bounds_the_calls_a_measurement_makes(seconds, max_time, kw):
+    # On the H200 a 3 s budget took 15× that: blocked_autorange grew its block 10× past min_run_time, then the
+    # min_samples blocks ran whatever they cost. Now a block starts only when it should end in time: max_time of
+    # calls, plus the one that may overrun. Asserted on the calls made (a sleep never ends early), not a clock.
+    slow, calls = _slow(seconds)
+    t = timing.measure(slow, min_run_time=10.0, max_time=max_time, device="cpu", **kw)
+    assert len(calls) <= max_time / seconds + 1, f"{len(calls)} calls of {seconds} s within max_time={max_time}"
+    assert t.samples and t.least >= seconds
+
+
+def test_a_call_longer_than_max_time_is_measured_once_after_one_warm_up():
+    slow, calls = _slow(0.05)
+    t = timing.measure(slow, max_time=0.01, device="cpu")
+    assert len(calls) == 2 and len(t.samples) == 1 and t.calls_per_sample == 1
+
+
 # --- the CUDA branches, under the simulated GPU (tests/simgpu); skipped without it ----------------
 SIM = getattr(torch.cuda, "_course_simulated", None)
 needs_sim = pytest.mark.skipif(not SIM, reason="needs the simulated GPU: -p tests.simgpu --simulate-gpu=t4")
@@ -106,6 +142,15 @@ def test_a_closure_is_timed_on_the_device_it_is_given():
                   timing.wrong_mean_with_cold_start(lambda: a @ a, repeats=3, device="cuda"),
                   timing.wrong_one_thread(lambda: a @ a, min_run_time=0.01, device="cuda")):
         assert wrong.device == "cuda" and wrong.method.startswith("WRONG"), wrong
+
+
+@needs_sim
+@pytest.mark.parametrize("seconds, max_time, kw", BUDGETS[:3], ids=["growing blocks", "slow calls", "flushed"])
+def test_max_time_bounds_the_calls_a_cuda_measurement_makes(seconds, max_time, kw):
+    # the CUDA branch: synchronized warm-up calls, the Timer's synchronizing clock, CUDA events when flushed
+    slow, calls = _slow(seconds)
+    t = timing.measure(slow, torch.ones(4, device="cuda"), min_run_time=10.0, max_time=max_time, **kw)
+    assert t.device == "cuda" and len(calls) <= max_time / seconds + 1, f"{len(calls)} calls of {seconds} s"
 
 
 def test_a_timing_counts_its_samples_and_calls_in_words_that_fit_the_count():
