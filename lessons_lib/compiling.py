@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .hardware import synchronize
 
@@ -116,6 +117,35 @@ def reset() -> None:
     """Forget every compiled graph, so the next compile starts from scratch (not from Dynamo's cache)."""
     fn = getattr(getattr(torch, "compiler", None), "reset", None) or torch._dynamo.reset
     fn()
+
+
+class EagerWatch(TorchDispatchMode):
+    """The dispatch mode the course's watchers subclass (trace, syncs, graph_check, memory, diagnose): a compiled
+    function called under it runs eagerly, so the watcher sees its aten ops, and stays compiled afterwards. Under a
+    plain mode Dynamo skips the frame and keeps the skip for its code object (torch/_dynamo/convert_frame.py's
+    "non-infra torch dispatch mode" skip; ConvertFrameReturn.apply_to_code defaults to True, _dynamo/types.py):
+    one trace of lesson 04's compiled PseudoLinear left it eager for good (the H200's "fused 1.00x eager"). The
+    "force_eager" stance (torch.compiler.set_stance) runs it eager without asking Dynamo, so nothing is marked."""
+
+    def __enter__(self):
+        set_stance = getattr(getattr(torch, "compiler", None), "set_stance", None)  # torch 2.6+
+        self._stances = [*getattr(self, "_stances", []), set_stance("force_eager") if set_stance else None]
+        try:
+            return super().__enter__()
+        except BaseException:
+            self._restore_stance()
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._restore_stance()
+
+    def _restore_stance(self):
+        stance = self._stances.pop()
+        if stance is not None:
+            stance.__exit__(None, None, None)
 
 
 # --- what did it capture? (a recording backend: no code generation) --------------------------------
@@ -231,6 +261,13 @@ class Compiled:
         if not self.ok:
             return f"torch.compile was not run: {self.problem}"
         return f"torch.compile (backend {self.backend!r}): first call, tracing and compiling, took {self.cold_s:.1f} s"
+
+
+# Seconds an explorer counts for one compile before it has seen one here (a compiled variant's
+# `Variant.prepare_budget`; after a run it counts what compiling took). The H200 run (2026-11-26) measured
+# 0.9 s (lesson 04's fused PseudoLinear), 2.9 s (lesson 03's loop) and 5.8 s (lesson 05's reduce-overhead
+# step); a 2-core CPU under load, 5.8 s for lesson 04's cold compile.
+COMPILE_BUDGET_S = 10.0
 
 
 def compile_cold(fn, *inputs, backend: str = "inductor", dynamic: bool | None = False, step=None,
@@ -358,5 +395,5 @@ def _first_line(err: BaseException) -> str:
     return text[:240]
 
 
-__all__ = ["problem", "cxx_compiler", "default_backend", "reset", "record_graphs", "Captured", "Graph",
+__all__ = ["problem", "cxx_compiler", "default_backend", "reset", "EagerWatch", "record_graphs", "Captured", "Graph",
            "compile_cold", "Compiled", "kernels", "kernel_excerpt"]

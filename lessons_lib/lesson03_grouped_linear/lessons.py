@@ -8,6 +8,7 @@ import torch
 
 from .. import compiling
 from .. import grouped_linear as GL
+from ..grouped_linear import tuning as GL_tuning
 from ..lesson import Lesson, Param, Variant
 from .variants import (
     block_diagonal, bmm_rows, einsum, forum_baddbmm, grouped_conv1d, grouped_linear_auto, grouped_mm,
@@ -154,14 +155,15 @@ def with_variants(lesson: Lesson, *, auto: bool = False, grouped: bool = False, 
         extra.append(Variant(AUTO, grouped_linear_auto, "tuned before the timed calls (tuning reported apart), then "
                              "the cached choice over its weight, laid out for that choice (never named fastest: it runs "
                              "one of the others)", prepare=_prepare_auto,
-                             runs_another=True))
+                             runs_another=True, prepare_budget=GL_tuning.TUNE_BUDGET_S))
     if forum:
         extra.append(Variant(FORUM, forum_baddbmm, "a forum answer: one baddbmm over a (G, in, out) weight stack",
                              prepare=_prepare_gemm_layout))
     if grouped:
         extra.append(Variant("grouped_mm", grouped_mm, "F.grouped_mm, where it runs"))
     if compiled:
-        extra.append(Variant("compiled loop", slow_groups, "torch.compile of the loop", prepare=_prepare_compiled))
+        extra.append(Variant("compiled loop", slow_groups, "torch.compile of the loop", prepare=_prepare_compiled,
+                             prepare_budget=compiling.COMPILE_BUDGET_S))
     return dataclasses.replace(lesson, variants=[*lesson.variants, *extra])
 
 

@@ -19,7 +19,8 @@ def explorer(device=None, compiled: bool | None = None, training: bool = False,
     its three roofline bounds; after a Sweep, where each variant's regime changes.
 
     compiled: add a torch.compile'd variant (default: on a GPU only; a compile on a CPU takes
-        seconds per shape, the first one much longer, and the run's estimate does not include it).
+        seconds per shape, the first one much longer: the run's estimate counts
+        compiling.COMPILE_BUDGET_S for it until it has seen one compile here, then what that took).
         Its forward counts as one fused kernel in the floors and regimes.
     tf32: add "Linear (TF32)", Linear with TF32 allowed for its matmuls (default: on a GPU with TF32
         tensor cores, compute capability 8.0+; PyTorch's own default for matmuls is off). Its compute

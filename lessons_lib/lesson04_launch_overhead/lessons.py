@@ -141,7 +141,7 @@ TRAIN_LESSON = dataclasses.replace(
 def with_compiled(lesson: Lesson) -> Lesson:
     """The lesson plus a torch.compile'd PseudoLinear (compiled outside the clock, via prepare)."""
     v = Variant("compiled", pseudo_linear, "torch.compile(PseudoLinear): one fused kernel",
-                prepare=_prepare_compiled)
+                prepare=_prepare_compiled, prepare_budget=compiling.COMPILE_BUDGET_S)
     return dataclasses.replace(lesson, variants=[*lesson.variants, v])
 
 

@@ -69,6 +69,27 @@ def test_auto_is_tuned_before_its_timed_calls_and_its_floor_is_the_strategy_it_r
     assert all(r.ok for r in rows if r.variant in (lessons.AUTO, lessons.FORUM)), chosen
 
 
+def test_the_estimate_counts_auto_tuning_and_a_compile_before_it_has_seen_them():
+    """Before a run, the explorer counts GroupedLinear(auto)'s tuning budget and the compiled loop's compile budget
+    (the H200's first run was estimated without either); after one, what preparing took here."""
+    import torch
+    from lessons_lib import compiling
+
+    ex = explore.explorer("cpu", compiled=True)
+    budgets = {v.name: v.prepare_budget for v in ex.lesson.variants if v.prepare is not None}
+    assert budgets == {lessons.AUTO: GL_tuning.TUNE_BUDGET_S, "compiled loop": compiling.COMPILE_BUDGET_S}
+    cpu = torch.device("cpu")
+    assert ex._prepare_estimate(torch.float32, cpu) == pytest.approx(GL_tuning.TUNE_BUDGET_S + compiling.COMPILE_BUDGET_S)
+    ex._prepared_seen[(lessons.AUTO, torch.float32, "cpu")] = 0.1
+    assert ex._prepare_estimate(torch.float32, cpu) == pytest.approx(0.1 + compiling.COMPILE_BUDGET_S)
+    quick = GL_tuning.TUNE_BUDGET_S
+    try:  # a quick record's lower tuning budget is what its variants declare
+        GL_tuning.TUNE_BUDGET_S = 0.25
+        assert L.with_variants(L.LESSON, auto=True).variant(lessons.AUTO).prepare_budget == 0.25
+    finally:
+        GL_tuning.TUNE_BUDGET_S = quick
+
+
 def test_record_quick_on_cpu(monkeypatch, one_thread):
     monkeypatch.setattr(GL_tuning, "TUNE_BUDGET_S", 0.2)
     monkeypatch.setattr(roofline, "measure_peaks", lambda *a, **k: roofline.Peaks(1e10, 1e10, 1e-5, "test"))
@@ -129,9 +150,12 @@ def test_a_quick_record_on_a_gpu_asks_for_bounded_work(monkeypatch):
     monkeypatch.setattr(GL_tuning, "_time_strategies", counting_tune)
     section = explore.record("cuda", quick=True)
     assert all(mrt <= 1e-3 for mrt, _cap in runs)
-    capped = [cap for _mrt, cap in runs if cap is not None]
-    paired = [cap for _mrt, cap in runs if cap is None]
-    assert sorted(capped) == [0.03] * 4 + [explore.QUICK_MEASURE_S] * 4  # 4 grid points; 2 headline + 2 sweep runs
-    assert len(paired) == 4 * explore.QUICK_PAIRED["max_rounds"]  # 3 paired rounds at each grid point
+    first = [cap for _mrt, cap in runs if cap in (0.03, explore.QUICK_MEASURE_S)]
+    paired = [cap for _mrt, cap in runs if cap not in (0.03, explore.QUICK_MEASURE_S)]
+    assert sorted(first) == [0.03] * 4 + [explore.QUICK_MEASURE_S] * 4  # 4 grid points; 2 headline + 2 sweep runs
+    # at most 3 paired rounds at each grid point, each round's measurements within the rounds' limit (noise._paired
+    # shares QUICK_PAIRED's max_time among the rounds the rule needs)
+    assert 0 < len(paired) <= 4 * explore.QUICK_PAIRED["max_rounds"]
+    assert all(cap is not None and cap <= explore.QUICK_PAIRED["max_time"] for cap in paired), paired
     assert len(budgets) <= 8 and set(budgets) == {explore.QUICK_TUNE_BUDGET_S}
     assert section["sweeps"]["group_size"]["values"] == [4, 8]

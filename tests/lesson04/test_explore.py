@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from lessons_lib import roofline
+from lessons_lib import compiling, roofline
 from lessons_lib.lesson04_launch_overhead import evidence, explore, lessons
 from .helpers import DEVICES, TINY
 
@@ -68,6 +68,9 @@ def test_explorer_counts_a_compiled_forward_as_one_fused_kernel():
     assert fused.bytes < eager.bytes
     ex = explore.explorer("cpu", compiled=True)
     assert ex.work_of is lessons.compiled_work
+    # its compile is counted before the first run (then what it took here)
+    assert ex.lesson.variant("compiled").prepare_budget == compiling.COMPILE_BUDGET_S
+    assert ex._prepare_estimate(torch.float32, torch.device("cpu")) == compiling.COMPILE_BUDGET_S
     assert explore.explorer("cpu", compiled=False).work_of is None
 
 

@@ -42,6 +42,19 @@ def test_the_gpu_explorer_times_eager_and_the_graph_with_its_capture_cost(one_th
     plt.close(fig)
 
 
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
+def test_the_gpu_explorer_counts_capture_and_compile_before_it_has_seen_them():
+    import torch
+    from lessons_lib import compiling
+    from lessons_lib.lesson05_cuda_graphs import on_gpu
+
+    ex = explore.explorer("cuda")
+    budgets = {v.name: v.prepare_budget for v in ex.lesson.variants if v.prepare is not None}
+    assert budgets["CUDA graph"] == on_gpu.CAPTURE_BUDGET_S
+    assert budgets.get("reduce-overhead", compiling.COMPILE_BUDGET_S) == compiling.COMPILE_BUDGET_S
+    assert ex._prepare_estimate(torch.float32, torch.device("cuda")) == pytest.approx(sum(budgets.values()))
+
+
 def test_a_replayed_graph_is_one_launch_of_the_eager_steps_work():
     # The H200's recorded file drew a floor of 38 launches (272 µs) beside a replay measured at 82 µs
     p = {"width": 512, "batch": 64, "layers": 4}
