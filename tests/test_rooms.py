@@ -6,6 +6,8 @@ needs no Docker daemon); it skips, saying so, where repo2docker is not installed
 """
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shlex
@@ -225,12 +227,26 @@ def test_every_lesson_has_its_kit(lesson):
     assert re.search(r"\*\*Projector figure:\*\* §\d", part)
 
 
+GPU_NAME = r"\b(T4|H100|A100|H200)\b"
+TIME = r"\d+(\.\d+)? ?(ms|µs|s)\b"
+LABEL = r"model|reported|measured|assumed|not yet verified"
+
+
 def test_kit_labels_every_gpu_figure_it_quotes():
-    """A T4/A100/H100 number in the kit sits in a sentence that names its kind (measured/reported/model)."""
+    """A T4/A100/H100/H200 time in LESSONS.md sits in a sentence that names its kind (measured/reported/model)."""
     text = (KIT / "LESSONS.md").read_text()
     for sentence in re.split(r"(?<=[.:;])\s", text):
-        if re.search(r"\b(T4|H100|A100)\b", sentence) and re.search(r"\d+(\.\d+)? ?(ms|µs|s)\b", sentence):
-            assert re.search(r"model|reported|measured|assumed|not yet verified", sentence, re.I), sentence
+        if re.search(GPU_NAME, sentence) and re.search(TIME, sentence):
+            assert re.search(LABEL, sentence, re.I), sentence
+
+
+@pytest.mark.parametrize("page", ["README.md", "slides.md"])
+def test_slides_and_readme_label_every_gpu_figure(page):
+    """In the slides and the README, a paragraph or table with a GPU's time names its kind (tables label their
+    header or caption, so the unit checked is a block between blank lines)."""
+    for block in re.split(r"\n\s*\n", (KIT / page).read_text()):
+        if re.search(GPU_NAME, block) and re.search(TIME, block):
+            assert re.search(LABEL, block, re.I), block[:300]
 
 
 def test_kit_names_only_reference_files_that_exist():
@@ -249,3 +265,88 @@ def test_kit_explorer_times_label_the_t4_bound_as_a_model():
     assert re.search(r"load average [\d.]+ at the start", table), "the measured columns need the load they ran under"
     script = (KIT / "explorer_times.py").read_text()
     assert "(model lower bound)" in script and "harness_seconds" in script
+
+
+def test_kit_explorer_times_cover_every_explorer_and_the_first_half_precision_run():
+    readme = (KIT / "README.md").read_text()
+    table = readme[readme.index("### How long an explorer run takes"):readme.index("## Colab on workshop day")]
+    rows = {m.group(1) for m in re.finditer(r"^\| (\d\d) \| `", table, re.M)}
+    assert rows == set(LESSON_IDS), f"explorer times for lessons {sorted(rows)}, the course has {LESSON_IDS}"
+    assert "explorer(training=True)" in table, "lesson 03's second explorer, the training step"
+    assert re.search(r"first \*\*float16\*\* Run took\s+[\d.]+ s \(this machine's peaks [\d.]+ s", table)
+    script = (KIT / "explorer_times.py").read_text()
+    assert "L07.explorer" in script and "training=True" in script and "--first-dtypes" in script
+
+
+# --- the kit against the course: which lessons it teaches, the slides, and every figure at its source ----------
+
+
+def _check_kit():
+    spec = importlib.util.spec_from_file_location("check_kit", KIT / "check_kit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _syllabi() -> dict[str, str]:
+    readme = (KIT / "README.md").read_text()
+    part = readme[readme.index("## Syllabi"):readme.index("## Bring your own model")]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^### (.+?)\n(.*?)(?=^### |\Z)", part, re.M | re.S)}
+
+
+def test_kit_covers_every_lesson_and_places_07_and_03():
+    readme = (KIT / "README.md").read_text()
+    assert f"for every lesson {LESSON_IDS[0]}–{LESSON_IDS[-1]}" in readme, "README.md: LESSONS.md's lesson range"
+    syllabi = _syllabi()
+    full = next(v for k, v in syllabi.items() if k.startswith("Full day"))
+    half = next(v for k, v in syllabi.items() if k.startswith("Half day"))
+    short = next(v for k, v in syllabi.items() if k.startswith("90 minutes"))
+    assert {m for m in re.findall(r"\*\*(\d\d)\*\*", full)} == set(LESSON_IDS), "the full day teaches every lesson"
+    assert {"03", "07"} <= set(re.findall(r"\*\*(\d\d)\*\*", half)), "the half day has 03 (short) and 07"
+    assert "Not in 90 minutes: lesson 07" in short, "90 minutes says why 07 is not in it"
+    for name, table in syllabi.items():  # each table's rows follow the clock without gaps
+        times = re.findall(r"^\| (\d):(\d\d)–(\d):(\d\d) \|", table, re.M)
+        for (a, b, c, d), (e, f, _, _) in zip(times, times[1:]):
+            assert (int(c), int(d)) == (int(e), int(f)), f"{name}: {c}:{d} is followed by {e}:{f}"
+
+
+def _slides() -> list[str]:
+    return [s.strip() for s in re.split(r"\n---\n", (KIT / "slides.md").read_text())]
+
+
+def test_slides_one_per_lesson_with_its_title_and_the_rules_of_thumb():
+    slides = _slides()
+    lessons = {m.group(1): s for s in slides if (m := re.match(r"## (\d\d) · ", s))}
+    assert sorted(lessons) == LESSON_IDS
+    for lesson, slide in lessons.items():
+        nb = json.loads(next((ROOT / "notebooks").glob(f"{lesson}_*.ipynb")).read_text())
+        title = "".join(nb["cells"][0]["source"]).splitlines()[0].lstrip("# ").strip()
+        assert slide.splitlines()[0] == f"## {title}", f"slide {lesson} is titled as its notebook: {title}"
+        for part in ("**Question.**", "**Mechanism.**", "**Fix.**", "**Rule of thumb.**"):
+            assert part in slide, f"slide {lesson} lacks {part}"
+    rules = next(s for s in slides if s.startswith("## Rules of thumb"))
+    assert set(re.findall(r"^\| (\d\d) \|", rules, re.M)) == set(LESSON_IDS), "one rule a lesson, on one slide"
+    assert any(s.startswith("## Bring your own model") for s in slides)
+    assert not list(KIT.glob("*.png")), "the deck is text: no images in workshop/"
+
+
+def test_kit_quotes_match_their_sources():
+    """Figures quoted from a notebook match its committed output at the commit the kit names (and facts match it
+    now); figures from a recorded file match the file; the Run All and recorded-files tables match their sources."""
+    check = _check_kit()
+    if check._git("rev-parse", "--verify", f"{check.kit_commit()}^{{commit}}") is None:
+        pytest.skip(f"no git history with commit {check.kit_commit()} here (an archive or a shallow clone)")
+    problems = check.problems()
+    assert not problems, "\n".join(problems)
+
+
+def test_byom_example_prints_what_the_kit_quotes():
+    readme = (KIT / "README.md").read_text()
+    quoted = readme[readme.index("printed this in about"):]
+    quoted = quoted[quoted.index("```\n") + 4:quoted.index("\n```", quoted.index("```\n") + 4)]
+    done = subprocess.run([sys.executable, "-m", "lessons_lib.diagnose", "workshop/byom_step.py:train_step"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    for line in quoted.splitlines():
+        if "..." not in line:
+            assert line in done.stdout.splitlines(), f"the kit quotes a line diagnose no longer prints: {line}"

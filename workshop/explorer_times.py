@@ -1,13 +1,19 @@
 """How long each explorer's Run and Sweep take: measured on this machine, and a T4's model lower bound.
 
-    python workshop/explorer_times.py              # Run and Sweep of every explorer (10 minutes or more on a busy CPU)
+    python workshop/explorer_times.py              # Run and Sweep of every explorer (15 minutes or more on a busy CPU)
     python workshop/explorer_times.py --runs-only  # Run only (a few minutes): enough to plan a room
+    python workshop/explorer_times.py --lessons 03,07 --runs-only   # some explorers only
+    python workshop/explorer_times.py --lessons 03 --runs-only --first-dtypes float16,bfloat16
 
 This machine (measured): the wall time of `Explorer.run()` at the lesson's default shape and of
 `Explorer.sweep()` over its first parameter's default values, which is what pressing Run or Sweep
 does (the explorer's own time estimate, calibrated on this machine, included), measured now, under
-whatever else is running. The header names the hardware, torch, the git commit and the load average
-before and after: quote them with the table.
+whatever else is running, on the CPU threads the notebooks' `setup()` would pick now. Each Run's row also gives the explorer's own phase times (`Phases.summary`:
+this machine's peaks for a new dtype, estimating, measuring, deciding the winner, drawing) beside what
+it estimated. `--first-dtypes` adds, for lesson 03's forward explorer, a Run in each named dtype after the
+float32 one: the first Run in a dtype this process has not used measures that dtype's peaks first (its
+"this machine's peaks" phase), which is what a reader's first float16 or bfloat16 Run pays. The header
+names the hardware, torch, the git commit and the load average before and after: quote them with the table.
 
 T4 (model lower bound, not a measurement): the harness's own schedule (`lesson.harness_seconds`:
 warm-up, block-size search, samples) run on each variant's roofline floor from the course's T4 model
@@ -38,12 +44,23 @@ from lessons_lib import device as device_mod  # noqa: E402
 from lessons_lib import lesson00_timing as L00  # noqa: E402
 from lessons_lib import (lesson01_broadcast_matmul as L01, lesson02_autograd_memory as L02,  # noqa: E402
                          lesson03_grouped_linear as L03, lesson04_launch_overhead as L04,
-                         lesson05_cuda_graphs as L05, lesson06_data_movement as L06)
+                         lesson05_cuda_graphs as L05, lesson06_data_movement as L06, lesson07_capstone as L07)
 from lessons_lib import widgets  # noqa: E402
 from lessons_lib.lesson import harness_seconds  # noqa: E402
 
-EXPLORERS = {"01": L01.explorer, "02": L02.explorer, "03": L03.explorer, "04": L04.explorer,
-             "05": L05.explorer, "06": L06.cat_explorer}
+# (row label, lesson number, how the notebook makes the explorer): every widget explorer of lessons 01-07 that
+# runs on a CPU (06's transfer explorer measures host-device copies: it refuses without a GPU)
+EXPLORERS = [
+    ("01", "explorer", lambda dev: L01.explorer(dev)),
+    ("02", "explorer", lambda dev: L02.explorer(dev)),
+    ("03", "explorer", lambda dev: L03.explorer(dev)),
+    ("03", "explorer(training=True)", lambda dev: L03.explorer(dev, training=True)),
+    ("04", "explorer", lambda dev: L04.explorer(dev)),
+    ("05", "explorer", lambda dev: L05.explorer(dev)),
+    ("06", "cat_explorer", lambda dev: L06.cat_explorer(dev)),
+    ("07", "explorer", lambda dev: L07.explorer(dev)),
+]
+DTYPES = ("float16", "bfloat16")
 MODEL_FILE = os.path.join(os.path.dirname(device_mod.__file__), "reference", "model-t4.json")
 
 
@@ -92,29 +109,61 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "n/a"
 
 
+def timed_run(ex, dtype: str = "float32") -> str:
+    """'18.1 s' and the explorer's phases ('this machine's peaks 3.1 s, estimating ...'), or the refusal."""
+    try:
+        seconds = _wall(lambda: ex.run(dtype=dtype))
+    except ValueError as err:  # refused by the budget: that is what a reader sees
+        return f"refused: {str(err)[:60]}"
+    return f"{_fmt(seconds)} ({ex.phases.summary()})"
+
+
+def _lessons(arg: str | None) -> set[str]:
+    known = {key for key, _, _ in EXPLORERS} | {"00"}
+    if arg is None:
+        return known
+    asked = {a.strip() for a in arg.split(",") if a.strip()}
+    if not asked or asked - known:
+        raise SystemExit(f"--lessons {arg!r}: name lessons among {', '.join(sorted(known))}, separated by commas.")
+    return asked
+
+
+def _dtypes(arg: str | None) -> list[str]:
+    asked = [a.strip() for a in (arg or "").split(",") if a.strip()]
+    if set(asked) - set(DTYPES):
+        raise SystemExit(f"--first-dtypes {arg!r}: name dtypes among {', '.join(DTYPES)}, separated by commas.")
+    return asked
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs-only", action="store_true", help="time Run only, not Sweep")
+    ap.add_argument("--lessons", help="comma-separated lesson numbers (default: every explorer), e.g. 03,07")
+    ap.add_argument("--first-dtypes", help="also time lesson 03's first Run in these dtypes (float16,bfloat16)")
     args = ap.parse_args(argv)
+    lessons, dtypes = _lessons(args.lessons), _dtypes(args.first_dtypes)
     dev = device_mod.pick()
+    busy = device_mod.fit_cpu_threads() if dev.type == "cpu" else ""  # the thread count setup() would pick now
     print(f"Measured on {device_mod.describe(dev).line()}; commit {_commit()}; "
           f"{time.strftime('%Y-%m-%d %H:%M')}; load average {_load()} on {os.cpu_count()} cores at the start")
+    if busy:
+        print(busy)
     print()
-    print("| lesson | explorer | Run, this machine (measured) | Sweep, this machine (measured) "
+    print("| lesson | explorer | Run, this machine (measured; its phases) | Sweep, this machine (measured) "
           "| Run, T4 (model lower bound) | Sweep, T4 (model lower bound) |")
     print("|---|---|---|---|---|---|")
-    lin = torch.nn.Linear(256, 256, device=dev)
-    x = torch.randn(4096, 256, device=dev)
-    with torch.no_grad():
-        t = _wall(lambda: L00.compare(lin, x, max_time=5))
-    print(f"| 00 | `L.compare(nn.Linear)` | {_fmt(t)} | – | – | – |", flush=True)
-    for key, make in EXPLORERS.items():
+    if "00" in lessons:
+        lin = torch.nn.Linear(256, 256, device=dev)
+        x = torch.randn(4096, 256, device=dev)
+        with torch.no_grad():
+            t = _wall(lambda: L00.compare(lin, x, max_time=5))
+        print(f"| 00 | `L.compare(nn.Linear)` | {_fmt(t)} | – | – | – |", flush=True)
+    for key, name, make in EXPLORERS:
+        if key not in lessons:
+            continue
         ex = make(dev)
         first = ex.lesson.params[0].name
-        try:
-            run_s = _fmt(_wall(lambda: ex.run()))
-        except ValueError as err:  # refused by the budget: that is what a reader sees
-            run_s = f"refused: {str(err)[:60]}"
+        run_s = timed_run(ex)
         if args.runs_only:
             sweep_s = "not timed (--runs-only)"
         else:
@@ -123,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as err:
                 sweep_s = f"refused: {str(err)[:60]}"
         t4_run, t4_sweep = t4_lower_bounds(ex.lesson.key, first, ex.min_run_time)
-        print(f"| {key} | `{make.__name__}` | {run_s} | {sweep_s} | {t4_run} | {t4_sweep} ({first}) |", flush=True)
+        print(f"| {key} | `{name}` | {run_s} | {sweep_s} | {t4_run} | {t4_sweep} ({first}) |", flush=True)
+        if key == "03" and name == "explorer":
+            for dt in dtypes:  # the first Run in a dtype measures its peaks first: what a reader's first one pays
+                print(f"| 03 | `explorer`, first Run in {dt} | {timed_run(ex, dt)} | – | – | – |", flush=True)
     print()
     print(f"load average {_load()} at the end")
     return 0
