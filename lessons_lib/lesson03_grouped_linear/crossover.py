@@ -183,7 +183,7 @@ def grid_table(grid: Grid, recorded: bool = False) -> str:
         for j, K in enumerate(grid.sizes):
             noisy = grid.noisy[i][j] if grid.noisy else []
             flagged += bool(noisy)
-            rows.append((str(G), str(K), _winner_words(grid, i, j, noisy), f"{loop_r[i][j]:.2f}×", f"{conv_r[i][j]:.2f}×",
+            rows.append((str(G), str(K), _winner_words(grid, i, j, recorded), f"{loop_r[i][j]:.2f}×", f"{conv_r[i][j]:.2f}×",
                          *((f"{auto_r[i][j]:.2f}×",) if auto_r else ()), f"⚠ {len(noisy)}" if noisy else ""))
     undecided = sum(_cell(grid, i, j)[0] == UNDECIDED for i in range(len(grid.groups)) for j in range(len(grid.sizes)))
     note = ""
@@ -198,6 +198,9 @@ def grid_table(grid: Grid, recorded: bool = False) -> str:
 
 
 UNDECIDED = "not decided"
+# A recorded grid's undecided point, in the noise rule's words for a recorded figure (its reader cannot rerun the
+# recording; a grid keeps which timings were noisy, not their spreads, so the words stop before the spread)
+UNDECIDED_RECORDED = noise.NOT_DECIDED_RECORDED.partition(" (")[0]
 
 
 def _cell(grid: Grid, i: int, j: int) -> tuple[str, str, str]:
@@ -215,17 +218,20 @@ def _cell(grid: Grid, i: int, j: int) -> tuple[str, str, str]:
     return "winner", best, second
 
 
-def _winner_words(grid: Grid, i: int, j: int, noisy: list[str] | None = None) -> str:
-    """The winner at one point in words: "a", "a ≈ b" (a tie), or "not decided (a?)"."""
+def _winner_words(grid: Grid, i: int, j: int, recorded: bool = False) -> str:
+    """The winner at one point in words: "a", "a ≈ b" (a tie), or "not decided (a?)" ("not decided when recorded
+    (a?)" for a recorded grid)."""
     kind, best, second = _cell(grid, i, j)
-    return {"winner": best, "tie": f"{best} ≈ {second}", UNDECIDED: f"{UNDECIDED} ({best}?)"}[kind]
+    undecided = UNDECIDED_RECORDED if recorded else UNDECIDED
+    return {"winner": best, "tie": f"{best} ≈ {second}", UNDECIDED: f"{undecided} ({best}?)"}[kind]
 
 
-def heatmap(grid: Grid, title: str = ""):
+def heatmap(grid: Grid, title: str = "", caption: str = ""):
     """The crossover map: each (groups, group size) coloured by its fastest contender, washed out and hatched
     where the noise rule does not decide it (the table's "not decided": the winner or the runner-up timed noisy;
     `plots.winner_map(decided=...)`), and annotated with the loop's time over the fastest's (and "tie" where the
-    runner-up is within 5%: the cell takes the faster one's colour; the table names both)."""
+    runner-up is within 5%: the cell takes the faster one's colour; the table names both). caption: a line under
+    the figure (a recorded grid's conditions, `recorded_conditions`)."""
     from .. import plots
 
     names = list(grid.medians)
@@ -235,11 +241,14 @@ def heatmap(grid: Grid, title: str = ""):
     loop_r = grid.ratio("loop (SlowGroups)") if "loop (SlowGroups)" in names else None
     notes = [[(f"loop {loop_r[i][j]:.1f}×" if loop_r else "") + ("\ntie (5%)" if kind == "tie" else "")
               for j, (kind, _best, _second) in enumerate(row)] for i, row in enumerate(cells)]
-    return plots.winner_map(grid.groups, grid.sizes, [[best for _kind, best, _ in row] for row in cells], order, notes,
-                            xlabel="group size (features per group)", ylabel="groups",
-                            decided=[[kind != UNDECIDED for kind, _b, _s in row] for row in cells],
-                            title=title or f"fastest variant ({'training step' if grid.training else 'forward'}, "
-                                           f"{grid.device})")
+    fig = plots.winner_map(grid.groups, grid.sizes, [[best for _kind, best, _ in row] for row in cells], order, notes,
+                           xlabel="group size (features per group)", ylabel="groups",
+                           decided=[[kind != UNDECIDED for kind, _b, _s in row] for row in cells],
+                           title=title or f"fastest variant ({'training step' if grid.training else 'forward'}, "
+                                          f"{grid.device})")
+    if caption:
+        plots.caption_below(fig, caption)
+    return fig
 
 
 def recorded_grids(kind: str = "training") -> list[tuple[str, Grid]]:

@@ -57,7 +57,9 @@ def _scripted_paired_check(monkeypatch, grid_loop: float, loop_in_rounds: float)
     def scripted(self, params, device=None, dtype=None, variants=None, **_kw):
         orders.append(list(variants))
         assert params == {"batch": 1, "length": 4, "groups": 4, "group_size": 8}
-        t = {lessons.AUTO: next(auto_times), "grouped Conv1d": 1.0, "loop (SlowGroups)": loop_in_rounds, lessons.FORUM: 1.0}
+        # in ms: the rounds' time limit (noise._paired) reads the times as the seconds a round costs
+        t = {n: ms * 1e-3 for n, ms in {lessons.AUTO: next(auto_times), "grouped Conv1d": 1.0,
+                                        "loop (SlowGroups)": loop_in_rounds, lessons.FORUM: 1.0}.items()}
         return types.SimpleNamespace(timings={n: types.SimpleNamespace(median=t[n], least=t[n]) for n in variants})
 
     monkeypatch.setattr(Lesson, "run", scripted)
@@ -100,6 +102,20 @@ def test_the_heatmap_colours_only_decided_winners_and_a_recorded_table_says_so(m
     live, recorded = L.grid_table(grid), L.grid_table(grid, recorded=True)
     assert "rerun on a quieter machine" in live and "rerun" not in recorded
     assert "1 of them was not decided when recorded" in recorded and "1 point has noisy timings" in recorded
+    # the point's own cell, in the noise rule's words for a recorded figure (noise.NOT_DECIDED_RECORDED)
+    assert "not decided when recorded (bmm, rows first?)" in recorded
+    assert "not decided (bmm, rows first?)" in live and "when recorded" not in live.split("\n⚠")[0]
+
+
+def test_a_recorded_heatmap_says_how_its_file_was_recorded_under_the_figure():
+    import matplotlib.pyplot as plt
+
+    medians = {"loop (SlowGroups)": [[3.0]], "bmm, rows first": [[1.0]], "grouped Conv1d": [[1.5]]}
+    grid = crossover.Grid([4], [8], {}, False, medians, "cpu", noisy=[[[]]])
+    fig = L.heatmap(grid, title="AMD EPYC: forward", caption="recorded with 1 thread, load average 1.2–2.9")
+    assert "recorded with 1 thread, load average 1.2–2.9" in [t.get_text() for t in fig.texts]
+    assert not L.heatmap(grid).texts  # a live map has no caption
+    plt.close("all")
 
 
 def test_auto_against_forum_leaves_variants_decided_far_slower_out_of_the_rounds(monkeypatch):
@@ -112,8 +128,8 @@ def test_auto_against_forum_leaves_variants_decided_far_slower_out_of_the_rounds
 
     def scripted(self, params, device=None, dtype=None, variants=None, min_run_time=None, max_time=None, **_kw):
         calls.append((params["group_size"], list(variants), min_run_time, max_time))
-        t = {n: types.SimpleNamespace(median=first[n] * (1.02 if len(calls) % 2 else 1.0), least=first[n], spread=0.05,
-                                      label=n) for n in variants}
+        t = {n: types.SimpleNamespace(median=first[n] * 1e-3 * (1.02 if len(calls) % 2 else 1.0), least=first[n] * 1e-3,
+                                      spread=0.05, label=n) for n in variants}  # ms: the rounds' limit reads seconds
         return types.SimpleNamespace(timings=t, prepare_seconds={lessons.AUTO: 0.5})
 
     monkeypatch.setattr(Lesson, "run", scripted)
