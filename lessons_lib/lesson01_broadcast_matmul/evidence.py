@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from ..display import count
 from ..roofline import Peaks
 from ..timing import fmt_time
 from .explore import LESSON
@@ -26,8 +27,8 @@ def one_input_floors(dims: int, sources: list[tuple[str, Peaks]]) -> str:
         fb, fl = pk.floor(b), pk.floor(lp)
         rb, rl = pk.regime(b), pk.regime(lp)
         if rb == rl == "overhead":
-            reading = (f"both overhead-bound: the loop's {lp.launches} launches against {b.launches} give it the "
-                       f"higher floor ({fl / fb:.1f}×)")
+            reading = (f"both overhead-bound: the loop's {count(lp.launches, 'launch')} against {b.launches} give "
+                       f"it the higher floor ({fl / fb:.1f}×)")
         elif "overhead" not in (rb, rl):
             reading = ("neither is overhead-bound: the floors are close (the same FLOPs, nearly the same bytes), "
                        "so a gap between the measured times is small-GEMM inefficiency, which the roofline does "

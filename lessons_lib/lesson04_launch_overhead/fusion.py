@@ -8,7 +8,7 @@ import torch
 
 from .. import noise, results, timing
 from .. import device as _device
-from ..display import text_table
+from ..display import count, text_table
 from ..timing import fmt_time
 from .variants import pseudo_linear, pseudo_linear_reused
 from .lessons import LESSON, LESSON_KEY, _shape, compiled_work, make_inputs
@@ -68,7 +68,7 @@ class FusionCauses:
                  f"bytes: eager PseudoLinear moves {_device.fmt_bytes(self.bytes_eager)}, one fused kernel "
                  f"{_device.fmt_bytes(self.bytes_fused)}: fusion can save at most {self.bound:.1f}× of the traffic "
                  "(the bytes bound; traced, the same on every machine)."]
-        many = "GPU" if self.device == "cuda" else f"{self.threads} threads" if self.threads > 1 else "1 thread"
+        many = "GPU" if self.device == "cuda" else count(self.threads, "thread")
         rows = [("variant", many,
                  *(("1 thread",) if self.one else ()), "minor page faults per call")]
         for n in self.many.names:
@@ -83,9 +83,9 @@ class FusionCauses:
         if self.one:
             th = noise.Ratio([a / b for a, b in zip(self.many.rounds[reused], self.one.rounds[reused])])
             lines.append("threads: " + th.say(
-                "eager into reused buffers takes {r:.2f}× as long with " + str(self.threads) + " threads as with one "
+                "eager into reused buffers takes {r:.2f}× as long with " + count(self.threads, "thread") + " as with one "
                 f"({2 * self.params['layers']} parallel regions a call, each waiting for every thread).",
-                tie=f"eager into reused buffers takes the same time with {self.threads} threads as with one."))
+                tie=f"eager into reused buffers takes the same time with {count(self.threads, 'thread')} as with one."))
         ref = self.one or self.many
         r = ref.ratio(reused, fused)
         lines.append(f"fusion alone (compiled over eager into reused buffers{', 1 thread' if self.one else ''}): "

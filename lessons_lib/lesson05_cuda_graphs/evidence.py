@@ -10,6 +10,7 @@ import torch
 
 from .. import launch_queue, noise, plots, roofline, timing
 from .. import device as _device
+from ..display import count
 from ..timing import fmt_time
 from ..trace import on_meta, trace_ops
 from .lessons import LESSON, MODEL_BATCH, MODEL_LAYERS, _shape, make_inputs
@@ -91,8 +92,8 @@ class ModelStep:
 
     def __str__(self) -> str:
         return (f"model ({self.gpu} datasheet, {fmt_time(self.dispatch)} dispatch per op measured here): "
-                f"{self.kind} step at {_shape(self.params)}, {len(self.kernels)} ops (one kernel each in the model): eager "
-                f"{fmt_time(self.eager_s)}, graphed {fmt_time(self.graphed_s)} per step "
+                f"{self.kind} step at {_shape(self.params)}, {count(len(self.kernels), 'op')} (one kernel each in the "
+                f"model): eager {fmt_time(self.eager_s)}, graphed {fmt_time(self.graphed_s)} per step "
                 f"(predicted {self.speedup:.2f}×)")
 
 
@@ -185,8 +186,8 @@ def model_summary(params: dict, gpu: str = "T4", dispatch: float | None = None) 
     m = model_step(params, gpu, dispatch=dispatch)
     busy = sum(t for _n, t in m.kernels)
     lines = [str(m),
-             f"The kernels of its {len(m.kernels)} ops keep the GPU busy for {fmt_time(busy)} a step; eager, the host "
-             f"needs {fmt_time(len(m.kernels) * (m.dispatch + launch_queue.KERNEL_LAUNCH))} to issue them."]
+             f"The kernels of its {count(len(m.kernels), 'op')} keep the GPU busy for {fmt_time(busy)} a step; eager, "
+             f"the host needs {fmt_time(len(m.kernels) * (m.dispatch + launch_queue.KERNEL_LAUNCH))} to issue them."]
     if dispatch is None:
         est = dispatch_estimate()
         ends = {_regime(model_step(params, gpu, dispatch=d).speedup) for d in (est.low, est.high)}

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from .. import device as _device
 from ..device import fmt_bytes
+from ..display import count
 from ..grading import Verdict, call_reader, rel_error
 from ..trace import trace_ops
 from .model import Model, copy_weights, make_data, qkv_one_gemm, shape, slow_train
@@ -170,9 +171,9 @@ def _qkv_line(v: Verdict, fn, d) -> None:
         err, problem = float("inf"), f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
     gemms = len(trace_ops(fn, h.detach(), w.detach(), H).gemms)
     ok = err <= 1e-10 and gemms == 1
+    one_gemm = f"{count(gemms, 'GEMM')}: one F.linear with the (3C, C) weight gives q, k and v at once"
     v.check(name, ok, problem or (f"relative error {err:.1e} against qkv_one_gemm (float64)" if err > 1e-10 else
-                                  f"{gemms} GEMMs: one F.linear with the (3C, C) weight gives q, k and v at once"
-                                  if gemms != 1 else ""))
+                                  one_gemm if gemms != 1 else ""))
 
 
 def _diagnose(model, train, batch, T):
@@ -209,8 +210,8 @@ def _gist(f) -> str:
     """A finding's evidence in a clause: what the loop keeps alive, in numbers; else the evidence's first clause."""
     if f.kind == "graph kept alive":
         n = f.numbers
-        return (f"{n['tensors']} tensor{'s' * (n['tensors'] != 1)} alive after the call with {n['nodes']} graph nodes "
-                f"from {n['steps']} step{'s' * (n['steps'] != 1)}, {fmt_bytes(n['saved_bytes'])} still saved for "
+        return (f"{count(n['tensors'], 'tensor')} alive after the call with {count(n['nodes'], 'graph node')} "
+                f"from {count(n['steps'], 'step')}, {fmt_bytes(n['saved_bytes'])} still saved for "
                 "backward: one graph more every step")
     text = f.evidence.split("; ")[0]
     return text.split(": ")[0] if len(text) > 120 else text
@@ -226,7 +227,7 @@ def _pitfalls(report) -> list[tuple[str, bool, str]]:
             continue
         if kinds == ("host sync",):
             n = sum(f.numbers.get("per_step", 0) for f in found)
-            seen = f"{n:g} host sync{'s' * (n != 1)} a step, {_at(found)}"
+            seen = f"{count(n, 'host sync')} a step, {_at(found)}"
         else:
             seen = f"{_gist(found[0])} — at: {found[0].where.text}" + \
                 (f" (and {len(found) - 1} more)" if len(found) > 1 else "")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..display import html_table
+from ..display import count, html_table, number
 from ..device import fmt_bytes
 from ..memory import ledger
 from ..syncs import cuda_syncs, syncs
@@ -92,18 +92,17 @@ def findings_table(rows: dict, dims: dict | None = None) -> "html_table":
     o, f = rows["original"], rows["fixed"]
     d = dims or shape("cpu")
     out = [("per training step", "original", "fixed", "lesson"),
-           ("ops that do work, dispatched here (op trace)", f"{o['ops']:.0f}", f"{f['ops']:.0f}", LESSONS["ops"]),
-           ("kernel launches on a CUDA GPU (op trace on meta, as CUDA runs it)", f"{o['launches']:.0f}",
-            f"{f['launches']:.0f}", LESSONS["ops"]),
-           ("GEMMs (op trace)", f"{o['gemms']:.0f}", f"{f['gemms']:.0f}", LESSONS["gemms"]),
+           ("ops that do work, dispatched here (op trace)", number(o["ops"]), number(f["ops"]), LESSONS["ops"]),
+           ("kernel launches on a CUDA GPU (op trace on meta, as CUDA runs it)", number(o["launches"]),
+            number(f["launches"]), LESSONS["ops"]),
+           ("GEMMs (op trace)", number(o["gemms"]), number(f["gemms"]), LESSONS["gemms"]),
            ("bytes copied (op trace)", fmt_bytes(o["copied"]), fmt_bytes(f["copied"]), LESSONS["copied"]),
            ("largest copy (op trace)", _op(o["largest_copy"]), _op(f["largest_copy"]), LESSONS["copied"]),
            ("saved for backward, one batch (ledger)", fmt_bytes(o["saved"]), fmt_bytes(f["saved"]), LESSONS["saved"]),
-           ("host syncs on a GPU (sync detector, CUDA view)", f"{o['syncs']:.1f}", f"{f['syncs']:.1f}",
+           ("host syncs on a GPU (sync detector, CUDA view)", number(o["syncs"]), number(f["syncs"]), LESSONS["syncs"]),
+           ("values read on the host, waiting or not (every .item(), x[j])", number(o["reads"]), number(f["reads"]),
             LESSONS["syncs"]),
-           ("values read on the host, waiting or not (every .item(), x[j])", f"{o['reads']:.1f}", f"{f['reads']:.1f}",
-            LESSONS["syncs"]),
-           ("cats (op trace)", f"{o['cats']:.1f}", f"{f['cats']:.1f}", LESSONS["cats"])]
+           ("cats (op trace)", number(o["cats"]), number(f["cats"]), LESSONS["cats"])]
     if "regime" in o:
         out.append(("regime on this machine (roofline, measured peaks)", o["regime"], f["regime"], LESSONS["regime"]))
     dims_ = ", ".join(f"{k}={v}" for k, v in d.items())
@@ -113,11 +112,10 @@ def findings_table(rows: dict, dims: dict | None = None) -> "html_table":
 def sync_story(row: dict, steps: int = 2) -> str:
     """A loop's host syncs on a GPU, line by line, then the host reads that wait for nothing (deterministic)."""
     lines = ["On a GPU (the sync detector's CUDA view), per step:"]
-    lines += [f"{n / steps:4.0f} host sync{'s' * (n != steps)} at: {w}" for w, n in row["sync_lines"].items()] or \
-        ["   none"]
+    lines += [f"  {count(n / steps, 'host sync')} at: {w}" for w, n in row["sync_lines"].items()] or ["  none"]
     if row["read_lines"]:
         lines.append("Values read on the host that wait for nothing (a CPU tensor read on the CPU), per step:")
-        lines += [f"{n / steps:4.0f} at: {w}" for w, n in row["read_lines"].items()]
+        lines += [f"  {number(n / steps)} at: {w}" for w, n in row["read_lines"].items()]
     return "\n".join(lines)
 
 

@@ -33,6 +33,14 @@ def test_model_step_adds_up_by_hand():
     assert m.graphed_s == pytest.approx((launch_queue.GRAPH_LAUNCH + 8 * graph_dev) / 8)
 
 
+def test_the_model_counts_its_ops_in_words():
+    import dataclasses
+
+    m = evidence.model_step({"width": 4, "batch": 2, "layers": 1}, "T4", dispatch=DISPATCH)
+    assert f"{len(m.kernels)} ops (one kernel each" in str(m)
+    assert "1 op (one kernel each" in str(dataclasses.replace(m, kernels=m.kernels[:1]))  # not "1 ops"
+
+
 def test_predicted_graph_speedup_falls_as_kernels_grow_and_reaches_about_one():
     widths = [16, 256, 4096, 16384]
     c = evidence.speedup_curve(widths, batch=1024, dispatch=DISPATCH)

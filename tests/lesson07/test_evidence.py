@@ -37,6 +37,11 @@ def test_the_sync_count_is_cudas():
     assert sum(o["read_lines"].values()) == 2 * 2 * SMALL["batch"]
     story = FF.sync_story(o)
     assert "1 host sync at: mask = torch.ones" in story and "wait for nothing" in story and "x[j] for j" in story
+    assert "2 host syncs at: " in story and ".0 host" not in story
+    # whole counts as a reader writes them: "5", not "5.0" (issue 28: "68.0 host syncs")
+    rows = str(FF.findings_table(f, SMALL)).splitlines()
+    syncs = next(r for r in rows if r.startswith("host syncs on a GPU")).split("  ")
+    assert [c.strip() for c in syncs if c.strip()][1:3] == ["5", "0"]
 
 
 def test_an_index_on_the_host_is_two_syncs_a_step_on_the_device_none():
