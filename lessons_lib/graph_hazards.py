@@ -32,9 +32,9 @@ import io
 import weakref
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from .compiling import EagerWatch
 from .grading import TimeLimit
 from .graph_optim import _watch_syncs_and_optimizers
 from .graph_report import (_HERE, BLIND_SPOTS, CLEAN, FAILS, FROZEN, KINDS, GraphReport,  # noqa: F401
@@ -50,7 +50,7 @@ _FACTORIES = ("tensor", "randn", "rand", "randint", "randperm", "zeros", "ones",
 _RANDOM = ("random", "uniform", "randint", "randrange", "gauss", "normalvariate", "choice")
 
 
-class _Watch(TorchDispatchMode):
+class _Watch(EagerWatch):
     """Copies across devices, host tensors meeting device tensors, and the op sequence (name, shapes).
 
     "Host-made" tensors are those the function makes with a torch factory without `device=` (marked by

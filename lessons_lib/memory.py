@@ -17,8 +17,8 @@ from typing import Callable
 
 import torch
 from torch.autograd.graph import saved_tensors_hooks
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from .compiling import EagerWatch
 from .device import fmt_bytes
 from .display import text_table
 from .memory_timeline import (_MARK, _PHASES, Bytes, Measured, Peaks, Row, Timeline,  # noqa: F401  (re-exported)
@@ -38,7 +38,7 @@ class _Recomputes(Exception):
     """Reading a saved slot started running ops: checkpoint recomputing its region."""
 
 
-class _RefuseOps(TorchDispatchMode):
+class _RefuseOps(EagerWatch):
     """Raise before the first op that does work, so a recomputation allocates nothing. Views pass:
     unpacking a saved leaf detaches it."""
 

@@ -28,11 +28,11 @@ import traceback
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .sync_table import (_KERNEL_WHY, _SYNC_OPS, BLIND_SPOTS, CUDA_KERNEL_SYNCS,  # noqa: F401 (re-exported)
                          _becomes_masked_fill, _bool_index, dispatch_sync, on_device)
 
+from .compiling import EagerWatch
 from .trace import meta_reads
 
 _dispatch_sync = dispatch_sync  # its older name
@@ -211,7 +211,9 @@ def copy_blocks(src: str, dst: str, non_blocking: bool, host_pinned: bool | None
     return not non_blocking or (dst == _HOST and not host_pinned)
 
 
-class _SyncRecorder(TorchDispatchMode):
+class _SyncRecorder(EagerWatch):
+    """Host syncs and copies as they dispatch; a compiled function runs eagerly under it and stays compiled."""
+
     _inside_method = False
 
     def __init__(self, found: list, per_line: bool = True, cuda_view: bool = False, on_event=None):

@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .code_lines import Where, user_frame
+from .compiling import EagerWatch
 from .display import text_table
 from .kernels import kernels, profiler_sees_cuda  # noqa: F401  (re-exported: trace.kernels is their old home)
 from .op_costs import (_BIAS_GEMMS, _LT_DTYPES, _TRANSPOSED_CONVS, _UNDECLARED_VIEWS, CONV_OPS,  # noqa: F401
@@ -257,41 +257,16 @@ def _op_record(func, args: tuple, kwargs: dict, out) -> Op:
     )
 
 
-class _Recorder(TorchDispatchMode):
+class _Recorder(EagerWatch):
     """Records each op into `trace`; with `lines`, each with the reader's line of code (code_lines.user_frame:
-    the innermost frame outside torch and the toolkit; in backward, the line that called backward)."""
+    the innermost frame outside torch and the toolkit; in backward, the line that called backward). A compiled
+    function runs eagerly under it and stays compiled after (compiling.EagerWatch: on the H200 a trace of
+    lesson 04's compiled function on meta left it running eagerly, "fused 1.00x eager")."""
 
     def __init__(self, trace: OpTrace, lines: bool = False):
         super().__init__()
         self.trace = trace
         self.lines = lines
-        self._stance = None
-
-    # A torch.compile'd function called under a dispatch mode runs eagerly (Dynamo skips frames while a
-    # non-infra mode is active, torch/_dynamo/convert_frame.py) and the skip is kept for the function's
-    # code object (ConvertFrameReturn's apply_to_code=True): traced once, it ran eager ever after. On the
-    # H200 a trace of lesson 04's compiled function on meta (Lesson.check_correct's TF32 question) left
-    # it running eagerly: "fused 1.00x eager". The "force_eager" stance runs it eager without asking
-    # Dynamo, so nothing is marked.
-    def __enter__(self):
-        set_stance = getattr(getattr(torch, "compiler", None), "set_stance", None)  # torch 2.6+
-        self._stance = set_stance("force_eager") if set_stance is not None else None
-        try:
-            return super().__enter__()
-        except BaseException:
-            self._restore_stance()
-            raise
-
-    def __exit__(self, *exc):
-        try:
-            return super().__exit__(*exc)
-        finally:
-            self._restore_stance()
-
-    def _restore_stance(self):
-        if self._stance is not None:
-            self._stance.__exit__(None, None, None)
-            self._stance = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -495,3 +495,15 @@ def test_gpu_a_python_counter_branch_is_frozen_into_the_replay():
     replayed = cap.replay(x, w).clone()
     eager = [variants.every_other_step(x, w) for _ in range(2)]
     assert not all(torch.allclose(replayed, e) for e in eager)
+
+
+def test_graph_check_leaves_a_compiled_function_compiled():
+    # graph_check's op watch (graph_hazards._Watch) is a dispatch mode: compiling.EagerWatch keeps Dynamo from
+    # marking the function's code as skipped while it watches
+    from .stays_compiled import check
+
+    def step(x):
+        return (x.tanh() * 3).sum()
+
+    x = torch.randn(8)
+    check(lambda f: graph_check(f, x), step, x)

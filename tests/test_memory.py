@@ -305,3 +305,33 @@ def test_graph_says_which_slots_checkpoint_recomputes_and_backward_still_works()
     out.sum().backward()
     assert x.grad is not None
     assert W.grad is not None
+
+
+# --- a watch must not turn a compiled function back into eager code (compiling.EagerWatch) ---------------
+def test_the_timeline_leaves_a_compiled_function_compiled():
+    from .stays_compiled import check
+
+    def step(x):
+        return (x.sigmoid() * x).sum()
+
+    x = torch.randn(8, requires_grad=True)
+    check(lambda f: memory.timeline(f, x), step, x)
+
+
+def test_reading_a_saved_slot_leaves_a_compiled_function_compiled():
+    # _RefuseOps stops a recomputation at its first op; a compiled function met under it must not be marked
+    from .stays_compiled import check
+
+    def step(x):
+        return (x.square() + 1).sum()
+
+    def refused(f):
+        x = torch.randn(8)
+        with memory._RefuseOps() as guard:
+            try:
+                f(x)
+            except memory._Recomputes:
+                pass
+        assert guard.refused
+
+    check(refused, step, torch.randn(8))

@@ -372,3 +372,24 @@ def test_the_cuda_view_agrees_with_cuda_sync_debug_mode():
     warned = [w for w in caught if "synchroniz" in str(w.message).lower()]
     assert len(found.syncs) == 6
     assert len(warned) == len(found.syncs), [str(w.message) for w in warned]
+
+
+# --- a watch must not turn a compiled function back into eager code (compiling.EagerWatch) ---------------
+def test_syncs_leaves_a_compiled_function_compiled():
+    from .stays_compiled import check
+
+    def step(x):
+        return (x.sin() * 2).sum()
+
+    x = torch.randn(8)
+    check(lambda f: syncs(f, x), step, x)
+
+
+def test_cuda_syncs_leaves_a_compiled_function_compiled():
+    from .stays_compiled import check
+
+    def step(x):
+        return (x.cos() + 1).mean()
+
+    x = torch.randn(8)
+    check(lambda f: cuda_syncs(f, x), step, x)

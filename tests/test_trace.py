@@ -257,3 +257,18 @@ def test_gpu_ops_count_only_what_launches_work_on_a_gpu():
     assert [op.name for op in t.gpu_ops] == ["stack", "_to_copy", "index", "sum"]
     assert {op.device for op in t.ops if op.name == "_local_scalar_dense"} == {"cpu", "meta"}
     assert len(t.compute_ops) > len(t.gpu_ops)
+
+
+# --- a trace must not turn a compiled function back into eager code (compiling.EagerWatch) ---------------
+def test_a_trace_leaves_a_compiled_function_compiled_on_the_cpu_and_on_meta():
+    from .stays_compiled import check
+
+    def step(x):
+        return (x.exp() - 1).sum()
+
+    def other(x):
+        return (x.abs() + 2).sum()
+
+    x = torch.randn(8)
+    check(lambda f: trace.trace_ops(f, x), step, x)
+    check(lambda f: trace.trace_ops(f, *trace.on_meta(x)), other, x)

@@ -63,3 +63,16 @@ def test_the_split_keeps_every_import_path():
                  "tf32_allowed", "GEMM_OPS", "CONV_OPS", "COPY_OPS", "NO_KERNEL", "_is_view_op", "_gemm_dims",
                  "_storage_key", "_bias_copy", "_lt_bias", "_tf32"):
         assert getattr(trace, name) is getattr(op_costs, name)
+
+
+# --- diagnose must not turn a compiled step back into eager code (compiling.EagerWatch) -------------------
+def test_diagnose_leaves_a_compiled_step_compiled():
+    from lessons_lib import diagnose
+
+    from ..stays_compiled import check
+
+    def step(x):
+        return (x.relu() * 2).sum()
+
+    x = torch.randn(8)
+    check(lambda f: diagnose(f, x), step, x)
