@@ -35,6 +35,7 @@ REF = ROOT / "lessons_lib" / "reference"
 NOTEBOOK_QUOTES: list[tuple[str, str, str, str, bool]] = [
     ("README.md", "`backend Slow2d`", "03_grouped_linear", r"on cpu \(float32, 1 thread\): backend Slow2d", False),
     ("slides.md", "`backend Slow2d`", "03_grouped_linear", r"on cpu \(float32, 1 thread\): backend Slow2d", False),
+    ("LESSONS.md", "`backend Slow2d`", "03_grouped_linear", r"on cpu \(float32, 1 thread, training\): backend Slow2d", False),
     ("slides.md", "17.3 ms", "03_grouped_linear", r"H200.*17\.3 ms with cuDNN's TF32", True),
     ("slides.md", "21.8 ms", "03_grouped_linear", r"and 21\.8 ms in full float32", True),
     ("slides.md", "1.34 ms", "03_grouped_linear", r"against 1\.34 ms for the stacked matmul", True),
