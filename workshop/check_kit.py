@@ -70,6 +70,7 @@ NOTEBOOK_QUOTES: list[tuple[str, str, str, str, bool]] = [
      r"17\.3 ms with cuDNN's TF32.*against 1\.34 ms for the stacked matmul", True),
     # facts the notebooks print the same on every run (also checked against the notebooks as they are now)
     ("LESSONS.md", "predicts 6.82 s and 11.54 s", "00_timing_honestly", r"the model: 6\.82 s, then 11\.54 s", True),
+    ("slides.md", "6.82 s and\n11.54 s", "00_timing_honestly", r"the model: 6\.82 s, then 11\.54 s.*leaves 255 calls queued", True),
     ("LESSONS.md", "6.18 s and 10.45 s model", "00_timing_honestly", r"the model: 6\.18 s, then 10\.45 s", True),
     ("LESSONS.md", "1,107,427,328 bytes against 34,603,008", "02_autograd_memory",
      r"strategy 1\s+yes\s+1,107,427,328 B.*strategy 2\s+yes\s+34,603,008 B", True),
