@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .display import count
 from .hardware import synchronize
 
 # --- can it run? -----------------------------------------------------------------------------------
@@ -160,7 +161,7 @@ class Graph:
     code: str  # the graph as Python, as FX prints it
 
     def __str__(self) -> str:
-        return f"{self.kind} graph, {len(self.ops)} ops: {', '.join(self.ops)}"
+        return f"{self.kind} graph, {count(len(self.ops), 'op')}: {', '.join(self.ops)}"
 
 
 @dataclass

@@ -35,6 +35,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .compiling import EagerWatch
+from .display import count
 from .grading import TimeLimit
 from .graph_optim import _watch_syncs_and_optimizers
 from .graph_report import (_HERE, BLIND_SPOTS, CLEAN, FAILS, FROZEN, KINDS, GraphReport,  # noqa: F401
@@ -283,6 +284,6 @@ def graph_check(fn, *example_inputs, also=(), **kwargs) -> GraphReport:
         _h, other_ops, _e = _one_call(fn, other, kwargs)
         if other_ops != ops:
             first = next((i for i, (a, b) in enumerate(zip(ops, other_ops)) if a != b), min(len(ops), len(other_ops)))
-            report.hazards.append(Hazard("control flow", f"{len(ops)} ops, then {len(other_ops)} ops",
+            report.hazards.append(Hazard("control flow", f"{count(len(ops), 'op')}, then {count(len(other_ops), 'op')}",
                                          "the call's arguments", f"they differ from op {first}"))
     return report

@@ -23,7 +23,7 @@ import torch
 from . import results, roofline, timing
 from .calibration import Calibrating
 from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, oom_guard, pick  # noqa: F401
-from .display import text_table
+from .display import count, text_table
 from .grading import rel_error
 from .lesson_parts import (DTYPES, _RTOL, Check, Param, Stopped, Variant, _as64, _check_positive,  # noqa: F401
                            _flat, _fmt_params, _fresh, _max_time_kw, _progress, _tf32_allowed, check_device,
@@ -180,8 +180,9 @@ class Lesson(Calibrating):
         shapes = len({tuple(sorted(r.params.items())) for r in rows})
         names = sorted({r.variant for r in rows})
         if not bad:
-            return f"✓ all {len(names)} variants match the float64 reference at {shapes} shapes: {', '.join(names)}"
-        lines = [f"✗ {len(bad)} mismatches:"]
+            which = "the variant matches" if len(names) == 1 else f"all {len(names)} variants match"
+            return f"✓ {which} the float64 reference at {count(shapes, 'shape')}: {', '.join(names)}"
+        lines = [f"✗ {count(len(bad), 'mismatch')}:"]
         lines += [f"  {r.variant} at {_fmt_params(r.params)}: relative error {r.error:.2e} > {r.tol:.1e}"
                   + (" (NaN, inf or a wrong shape)" if math.isinf(r.error) else "") for r in bad]
         return "\n".join(lines)

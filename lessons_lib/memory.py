@@ -20,7 +20,7 @@ from torch.autograd.graph import saved_tensors_hooks
 
 from .compiling import EagerWatch
 from .device import fmt_bytes
-from .display import text_table
+from .display import count, text_table
 from .memory_timeline import (_MARK, _PHASES, Bytes, Measured, Peaks, Row, Timeline,  # noqa: F401  (re-exported)
                               _cpu_memory_profiler, _graph_nodes, _loss, _measure_cpu, _measure_cuda, _quiet_fd2,
                               _replay_cpu_events, _storage, _tensors, _Tracker, _warm_up, measured_peaks, peaks,
@@ -127,7 +127,7 @@ class Ledger:
         rule = table.splitlines()[1]
         n = sum(e.counted for e in self.entries)
         total = f"new memory saved for backward: {fmt_bytes(self.total_bytes)} ({self.total_bytes} bytes)"
-        return "\n".join([table, rule, f"{total} in {n} storage{'s' * (n != 1)}"])
+        return "\n".join([table, rule, f"{total} in {count(n, 'storage')}"])
 
     def __repr__(self) -> str:
         return self.table()

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import timing
+from .display import count
 
 RATIO_SPREAD = 0.25  # IQR / median of the per-round ratios above this: the rounds disagree
 TIE = 0.05  # a decided ratio within 5% of 1 is a tie, not a winner
@@ -207,7 +208,7 @@ class Comparison:
         med = statistics.median(values)
         q1, _m, q3 = _quartiles(values)
         return dataclasses.replace(last, median=med, iqr=q3 - q1, samples=values,
-                                   method=f"{last.method}, median of {len(values)} paired rounds")
+                                   method=f"{last.method}, median of {count(len(values), 'paired round')}")
 
     def say(self, num: str, den: str, template: str, tie: str | None = None, **extra) -> str:
         return self.ratio(num, den).say(template, tie=tie, **extra)
@@ -233,7 +234,7 @@ class Comparison:
     def __str__(self) -> str:
         """Each variant's median over the paired rounds, fastest first, then who is fastest: decided,
         a tie, or the not-decided sentence. What `print(noise.compare(...))` shows."""
-        lines = [f"{n}: {timing.fmt_time(self.median(n))} per call (median of {len(self.rounds[n])} paired rounds)"
+        lines = [f"{n}: {timing.fmt_time(self.median(n))} per call (median of {count(len(self.rounds[n]), 'paired round')})"
                  for n in self.ranked()]
         if len(self.rounds) > 1:
             lines.append(self.say_fastest("{name} is fastest, {r:.2f}× ahead of {runner_up}",

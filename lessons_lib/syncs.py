@@ -33,6 +33,7 @@ from .sync_table import (_KERNEL_WHY, _SYNC_OPS, BLIND_SPOTS, CUDA_KERNEL_SYNCS,
                          _becomes_masked_fill, _bool_index, dispatch_sync, on_device)
 
 from .compiling import EagerWatch
+from .display import count
 from .trace import meta_reads
 
 _dispatch_sync = dispatch_sync  # its older name
@@ -130,8 +131,8 @@ class SyncReport:
     def summary(self) -> str:
         from .device import fmt_bytes
 
-        lines = [f"{len(self.syncs)} host sync(s), {len(self.transfers)} copy(ies) between devices "
-                 f"({fmt_bytes(self.transfer_bytes)}), {len(self.pins)} pin_memory call(s)"
+        lines = [f"{count(len(self.syncs), 'host sync')}, {count(len(self.transfers), 'copy')} between devices "
+                 f"({fmt_bytes(self.transfer_bytes)}), {count(len(self.pins), 'pin_memory call')}"
                  + (" on a CUDA GPU (the arguments on the device, tensors made without device= on the host)"
                     if self.view == "cuda" else "")]
         for where, n in self.lines().items():

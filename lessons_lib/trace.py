@@ -44,7 +44,7 @@ from torch.utils._pytree import tree_flatten
 
 from .code_lines import Where, user_frame
 from .compiling import EagerWatch
-from .display import text_table
+from .display import count, text_table
 from .kernels import kernels, profiler_sees_cuda  # noqa: F401  (re-exported: trace.kernels is their old home)
 from .op_costs import (_BIAS_GEMMS, _LT_DTYPES, _TRANSPOSED_CONVS, _UNDECLARED_VIEWS, CONV_OPS,  # noqa: F401
                        COPY_OPS, GEMM_OPS, NO_KERNEL, _bias_copy, _conv_op_flops, _gemm_dims, _is_view_op, _lt_bias,
@@ -184,7 +184,9 @@ class OpTrace:
         gemms = ", ".join(f"{n} × {g}" if n > 1 else g for g, n in counts.items()) or "none"
         copies = [f"{op.name} {_fmt(op.write_bytes)}" for op in self.copies]
         copies += [f"bias into {op.name}'s output {_fmt(op.inner_copy_bytes)}" for op in self.ops if op.inner_copy_bytes]
-        lines = [f"{len(self.compute_ops)} ops that launch work, {len(self.ops) - len(self.compute_ops)} views",
+        n = len(self.compute_ops)
+        lines = [f"{count(n, 'op')} that launch{'es' if n == 1 else ''} work, "
+                 f"{count(len(self.ops) - len(self.compute_ops), 'view')}",
                  f"GEMMs: {gemms}"]
         if self.convolutions:
             lines.append(f"convolutions: {len(self.convolutions)}, {self.flops / 1e9:.3g} GFLOP in all")

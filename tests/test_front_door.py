@@ -73,7 +73,7 @@ def test_find_syncs_example(capsys, tmp_path):
     report = ns["report"]
     assert [s.what for s in report.syncs] == ["aten.index (bool mask)", "Tensor.item()"]
     assert {s.where for s in report.syncs} == {"return x[x > 0].sum().item()"}
-    assert report.transfers == [] and out.startswith("2 host sync(s), 0 copy(ies)")
+    assert report.transfers == [] and out.startswith("2 host syncs, 0 copies")
 
 
 def test_trace_ops_example(capsys, tmp_path):

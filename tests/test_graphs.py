@@ -507,3 +507,11 @@ def test_graph_check_leaves_a_compiled_function_compiled():
 
     x = torch.randn(8)
     check(lambda f: graph_check(f, x), step, x)
+
+
+def test_control_flow_counts_its_ops_in_words():
+    def step(x, fast):
+        return x.neg() if fast else x.neg().exp()
+
+    report = graph_check(step, torch.randn(4), True, also=[(torch.randn(4), False)])
+    assert [h.what for h in report.hazards if h.kind == "control flow"] == ["1 op, then 2 ops"]  # was "1 ops"

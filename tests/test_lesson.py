@@ -346,3 +346,14 @@ def test_a_lesson_declares_its_variants_order_for_recorded_figures():
 
     dataclasses.replace(_toy(), key="toy order")  # a Lesson built (as a lesson module builds it) declares it
     assert results.in_order("toy order", ["einsum", "mm", "other"]) == ["mm", "einsum", "other"]
+
+
+def test_the_correctness_verdict_counts_in_words():
+    # display.count: it printed "at 1 shapes" and "✗ 1 mismatches"
+    from lessons_lib.lesson import Check
+
+    toy = _toy()
+    assert toy.correctness_report([Check("mm", {"n": 8}, 0.0, 1e-3, True), Check("einsum", {"n": 8}, 0.0, 1e-3, True)]) \
+        == "✓ all 2 variants match the float64 reference at 1 shape: einsum, mm"
+    assert toy.correctness_report([Check("mm", {"n": 8}, 0.0, 1e-3, True)]).startswith("✓ the variant matches")
+    assert toy.correctness_report([Check("mm", {"n": 8}, 1.0, 1e-3, False)]).startswith("✗ 1 mismatch:\n")

@@ -250,6 +250,13 @@ def test_a_median_outside_the_tie_band_is_never_called_a_tie():
     assert near.say("{r:.2f}×", tie="a tie ({r:.2f}×)") == "a tie (1.02×)"
 
 
+def test_a_comparison_counts_its_rounds_in_words():
+    last = {"a": timing.Timing("a", 1.0, 0.0, [1.0], 1, "m", "cpu")}
+    cmp = noise.Comparison({"a": [1.0]}, timings=last)
+    assert str(cmp) == "a: 1 s per call (median of 1 paired round)"  # was "1 paired rounds"
+    assert cmp.timing("a").method == "m, median of 1 paired round"
+
+
 def test_over_rounds_gives_every_variant_as_the_rounds_saw_it():
     from lessons_lib import timing as _timing
 

@@ -210,7 +210,10 @@ def test_the_report_reads_well():
 
     report = syncs(fn, torch.ones(2))
     assert isinstance(report, SyncReport)
-    assert report.summary().splitlines()[0] == "3 host sync(s), 1 copy(ies) between devices (8 B), 0 pin_memory call(s)"
+    assert report.summary().splitlines()[0] == "3 host syncs, 1 copy between devices (8 B), 0 pin_memory calls"
+    # counts in words (display.count): it printed "3 host sync(s), 1 copy(ies) ..., 0 pin_memory call(s)"
+    one = syncs(lambda x: x.sum().item(), torch.ones(2)).summary().splitlines()[0]
+    assert one == "1 host sync, 0 copies between devices (0 B), 0 pin_memory calls"
     assert "3 × sync at  x.sum().item()" in report.summary()
     assert all(isinstance(e, (HostSync, Transfer)) for e in report)
     assert "cpu → meta" in report.table()

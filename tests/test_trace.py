@@ -272,3 +272,12 @@ def test_a_trace_leaves_a_compiled_function_compiled_on_the_cpu_and_on_meta():
     x = torch.randn(8)
     check(lambda f: trace.trace_ops(f, x), step, x)
     check(lambda f: trace.trace_ops(f, *trace.on_meta(x)), other, x)
+
+
+def test_counts_are_in_words():
+    # display.count: one op read "1 ops that launch work"; a captured graph of one op "1 ops"
+    from lessons_lib import compiling
+
+    assert trace.trace_ops(torch.neg, torch.ones(3)).summary().startswith("1 op that launches work, 0 views\n")
+    assert trace.trace_ops(torch.add, torch.ones(3), torch.ones(3)).summary().startswith("1 op that launches")
+    assert str(compiling.Graph("forward", ["aten.mm"], "")) == "forward graph, 1 op: aten.mm"

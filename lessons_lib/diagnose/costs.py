@@ -163,15 +163,11 @@ def b(nbytes: float) -> str:
     return fmt_bytes(nbytes)
 
 
-def many(n, one: str, more: str) -> str:
-    """'1 host sync', '2 host syncs', '0.5 host syncs': a count (a number or per_step's text) and its noun."""
-    return f"{n} {one if str(n) == '1' else more}"
-
-
-def per_step(n: float, steps: int) -> str:
-    """A count per step, without a trailing .0 when whole."""
+def per_step(n: float, steps: int) -> float:
+    """A count per step: whole (an int), else to one decimal (from 100 on, whole). Print it with display.count
+    ("1 host sync", "2.5 host syncs") or display.number (5, not 5.0; 1,234)."""
     v = n / steps
-    return f"{v:.0f}" if abs(v - round(v)) < 1e-9 else f"{v:.1f}"
+    return round(v) if abs(v - round(v)) < 1e-9 or abs(v) >= 100 else round(v, 1)
 
 
 def op_text(op: Op) -> str:

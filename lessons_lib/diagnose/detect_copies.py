@@ -10,7 +10,8 @@ Evidence, from the op trace and the saved-tensor watch (never from a name):
 """
 from __future__ import annotations
 
-from .costs import b, many, per_step, share, t
+from ..display import count
+from .costs import b, per_step, share, t
 from .report import Finding
 
 COPIES = ("clone", "contiguous", "_reshape_copy")
@@ -87,7 +88,7 @@ def broadcast_matmuls(ev, gpu) -> list[Finding]:
                "torch.einsum over the original operands, or fold the batch into one GEMM (x.reshape(-1, K) @ W)")
         out.append(Finding(
             "broadcast matmul", first.where,
-            f"{many(per_step(len(rows), ev.steps), 'expanded copy', 'expanded copies')} a step "
+            f"{count(per_step(len(rows), ev.steps), 'expanded copy')} a step "
             f"({b(written / ev.steps)} written): "
             f"{'; '.join(kinds)}, each before one {gemm.name} ({_shape(gemm.in_shapes[-2])} @ "
             f"{_shape(gemm.in_shapes[-1])})",
@@ -123,7 +124,7 @@ def saved_copies_and_attention(ev, gpu) -> list[Finding]:
         shapes = ", ".join(dict.fromkeys(_shape(r.shape) for r, _op in rows))
         part = f"{share(nbytes, snap.ledger.total_bytes)} of the {b(snap.ledger.total_bytes)} saved"
         if kind == "expanded copy kept for backward":
-            evidence = f"{many(len(rows), 'expanded copy', 'expanded copies')} ({shapes}) kept for backward by {nodes}: {b(nbytes)}, {part}"
+            evidence = f"{count(len(rows), 'expanded copy')} ({shapes}) kept for backward by {nodes}: {b(nbytes)}, {part}"
             fix = ("the einsum of lesson 01 (or one GEMM over a reshape): backward then keeps views of the operands "
                    "you already hold, or a copy of their own size, not one per batch row")
         else:

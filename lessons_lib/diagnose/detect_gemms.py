@@ -8,7 +8,8 @@ Backward runs two GEMMs for each (the gradients of input and weight), so the loo
 """
 from __future__ import annotations
 
-from .costs import Kernel, many, per_step, t
+from ..display import count
+from .costs import Kernel, per_step, t
 from .report import Finding, a_gpu
 
 MIN_GROUP = 4  # independent GEMMs of one shape from one line, in one step, each with its own weight
@@ -49,10 +50,12 @@ def gemm_loops(ev, gpu) -> list[Finding]:
         shape = f"{m}x{k} @ {k}x{n}" + (f" (batch {batch})" if batch > 1 else "")
         out.append(Finding(
             "GEMMs in a Python loop", op.where,
-            f"{g} GEMMs of {shape} side by side ({op.name}, none fed by another) in "
-            f"{many(per_step(n_waves, ev.steps), 'group', 'groups')} a step: {per_step(each * g * n_waves, ev.steps)} GEMM launches a "
-            f"step{with_backward}, each {t(one)} of work on {a_gpu(gpu.name)}",
-            f"{t(loop_s)} a step as {g} launches{' each way' if each == 3 else ''}, against {t(one_s)} as one batched GEMM — {gpu.label}",
+            f"{count(g, 'GEMM')} of {shape} side by side ({op.name}, none fed by another) in "
+            f"{count(per_step(n_waves, ev.steps), 'group')} a step: "
+            f"{count(per_step(each * g * n_waves, ev.steps), 'GEMM launch')} a step{with_backward}, "
+            f"each {t(one)} of work on {a_gpu(gpu.name)}",
+            f"{t(loop_s)} a step as {count(g, 'launch')}{' each way' if each == 3 else ''}, against {t(one_s)} as one "
+            f"batched GEMM — {gpu.label}",
             f"lessons_lib.GroupedLinear(groups={g}, in_features={k}, out_features={n}): one bmm for "
             "all groups (lesson 03 §4), or stack the weights and use torch.bmm / torch.einsum",
             {"gemms": g, "groups_per_step": n_waves / ev.steps, "m": m, "n": n, "k": k}, loop_s - one_s))

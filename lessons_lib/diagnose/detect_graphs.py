@@ -16,7 +16,8 @@ import contextlib
 from ..code_lines import Where
 from ..graph_report import FAILS
 from ..trace import OpTrace, _Recorder, meta_reads
-from .costs import b, many, per_step
+from ..display import count
+from .costs import b, per_step
 from .report import Finding
 
 
@@ -57,17 +58,17 @@ def capture_hazards(step, ev, skip_optimizer: bool = False) -> tuple[list[Findin
 
 
 def graph_for_nothing(ev, gpu) -> list[Finding]:
-    count, nbytes, first = ev.packed
-    if ev.backward_calls or not count or ev.returns_graph or ev.kept or first < 0:
+    n, nbytes, first = ev.packed
+    if ev.backward_calls or not n or ev.returns_graph or ev.kept or first < 0:
         return []
     where = ev.trace.ops[first].where
     return [Finding(
         "graph built for nothing", where,
-        f"{count} tensors ({b(nbytes)}) saved for a backward that never ran, from this line on; every op also "
+        f"{count(n, 'tensor')} ({b(nbytes)}) saved for a backward that never ran, from this line on; every op also "
         "recorded autograd history",
         f"memory: {b(nbytes)} held while the step runs; and autograd's bookkeeping on every op — {gpu.label}",
         "run it under torch.inference_mode() (or torch.no_grad()): nothing is saved, nothing recorded",
-        {"saved": count, "bytes": nbytes})]
+        {"saved": n, "bytes": nbytes})]
 
 
 def kept_graphs(ev, gpu) -> list[Finding]:
@@ -81,10 +82,10 @@ def kept_graphs(ev, gpu) -> list[Finding]:
             how = "the step's return value keeps each step's graph, after its backward ran (a list of the losses)"
         out.append(Finding(
             "graph kept alive", k.where,
-            f"{many(k.tensors, 'tensor', 'tensors')} made here {'is' if k.tensors == 1 else 'are'} alive after the call "
+            f"{count(k.tensors, 'tensor')} made here {'is' if k.tensors == 1 else 'are'} alive after the call "
             f"with {'its graph' if k.tensors == 1 else 'their graphs'}: {how}; "
-            f"{k.nodes} graph nodes, {b(k.saved_bytes)} still saved for backward"
-            + (f", from {per_step(k.steps, 1)} steps" if k.steps > 1 and not k.returned else ""),
+            f"{count(k.nodes, 'graph node')}, {b(k.saved_bytes)} still saved for backward"
+            + (f", from {count(k.steps, 'step')}" if k.steps > 1 and not k.returned else ""),
             f"memory that grows with every step: the nodes, and everything they saved until their backward ran "
             f"({b(k.saved_bytes)} now)",
             "keep loss.detach() (a device tensor without a graph), or loss.item() when you log; "

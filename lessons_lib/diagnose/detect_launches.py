@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 
-from .costs import DISPATCH, HOST_PER_OP, Kernel, b, kernels, many, per_step, t
+from ..display import count, number
+from .costs import DISPATCH, HOST_PER_OP, Kernel, b, kernels, per_step, t
 from .report import Finding, a_gpu
 
 MIN_CHAIN = 5  # elementwise ops in a row that write the run's largest tensor
@@ -50,18 +51,18 @@ def chains(ev, phase: str = "forward", min_len: int = 2) -> list[list[int]]:
     return out
 
 
-def _times(n: str) -> str:
-    return {"1": "once", "2": "twice"}.get(n, f"{n} times")
+def _times(n: float) -> str:
+    return {1: "once", 2: "twice"}.get(n, count(n, "time"))
 
 
 def _hottest(ev, idx: list[int]):
     """The line with the most of these ops (the first such, on a tie)."""
-    count: dict = {}
+    tally: dict = {}
     for i in idx:
         w = ev.trace.ops[i].where
-        count[(w.file, w.line)] = count.get((w.file, w.line), 0) + 1
-    best = max(count.values())
-    return next(ev.trace.ops[i].where for i in idx if count[(ev.trace.ops[i].where.file,
+        tally[(w.file, w.line)] = tally.get((w.file, w.line), 0) + 1
+    best = max(tally.values())
+    return next(ev.trace.ops[i].where for i in idx if tally[(ev.trace.ops[i].where.file,
                                                              ev.trace.ops[i].where.line)] == best)
 
 
@@ -93,10 +94,10 @@ def elementwise_chains(ev, gpu) -> list[Finding]:
         span = f"lines {lines[0]}–{lines[-1]}" if len(lines) > 1 else f"line {lines[0]}"
         out.append(Finding(
             "elementwise chain", w,
-            f"{n} elementwise ops in a row ({span}, in {w.function}), {_times(per_step(len(runs), ev.steps))} a step: "
+            f"{count(n, 'elementwise op')} in a row ({span}, in {w.function}), {_times(per_step(len(runs), ev.steps))} a step: "
             f"{b(sum(op.accessed_bytes for op in ops))} read and written where one fused kernel would move about "
             f"{b(fused_bytes)}; {len(kept)} of their outputs kept for backward ({b(sum(saved_by[i] for i in kept))})",
-            f"{t(eager_s)} a step as {n} kernels, against {t(fused_s)} fused (forward only) — {gpu.label}",
+            f"{t(eager_s)} a step as {count(n, 'kernel')}, against {t(fused_s)} fused (forward only) — {gpu.label}",
             f"one fused op: a built-in if one computes this (F.layer_norm, F.gelu(approximate='tanh'), F.silu...), "
             f"or torch.compile the function {w.function}() (it fuses the chain into one kernel, forward and backward)",
             {"ops": n, "times_per_step": len(runs) / ev.steps, "kept": len(kept)}, eager_s - fused_s))
@@ -117,15 +118,15 @@ def launch_bound(ev, gpu, syncs_after: set) -> list[Finding]:
     graph_s = gpu.graph(ks) / ev.steps
     forward = [k.index for k in ks if ev.info[k.index].phase == "forward"]
     where = _hottest(ev, forward or [k.index for k in ks])
-    blocked = f" (first remove the {many(per_step(len(syncs_after), ev.steps), 'host sync', 'host syncs')} a step: " \
+    blocked = f" (first remove the {count(per_step(len(syncs_after), ev.steps), 'host sync')} a step: " \
               "capture refuses them)" if syncs_after else ""
     return [Finding(
         "launch-bound step", where,
-        f"{per_step(len(ks), ev.steps)} kernel launches a step against {work.flops / ev.steps / 1e9:.3g} GFLOP and "
+        f"{count(per_step(len(ks), ev.steps), 'kernel launch')} a step against {work.flops / ev.steps / 1e9:.3g} GFLOP and "
         f"{b(work.bytes / ev.steps)}: floors compute {t(terms['compute'] / ev.steps)}, memory "
         f"{t(terms['memory'] / ev.steps)}, launches {t(terms['overhead'] / ev.steps)} "
         f"({gpu.peaks.regime_words(work)}); this line launches the most of them",
-        f"{t(eager_s)} a step eager; torch.compile fusing {fused // ev.steps} elementwise ops away: "
+        f"{t(eager_s)} a step eager; torch.compile fusing {count(fused // ev.steps, 'elementwise op')} away: "
         f"{t(compiled_s)}; one CUDA graph of the step: {t(graph_s)} — {gpu.label}",
         f"a CUDA graph of the whole step (lessons_lib.graphs.capture, torch.compile(mode='reduce-overhead')){blocked}; "
         "torch.compile for the elementwise chains; a bigger batch per step",
@@ -157,10 +158,11 @@ def optimizer_loops(ev, gpu) -> list[Finding]:
         on_gpu = f"none on {a_gpu(gpu.name)}, where it runs as foreach already; on a CPU: " if o.foreach is None else ""
         findings.append(Finding(
             "for-loop optimizer", o.where,
-            f"{o.name}.step(): {n} ops for {o.params} parameters ({n / o.params:.1f} each), no foreach or fused op; "
+            f"{o.name}.step(): {count(n, 'op')} for {count(o.params, 'parameter')} ({number(n / o.params, 2)} each), "
+            "no foreach or fused op; "
             f"{where_cost}",
-            f"{on_gpu}{t(seconds)} a step of host time on the for loop's extra launches ({n} against about {kinds} "
-            f"foreach ops) — model: {HOST_PER_OP * 1e6:g} µs per launch, assumed",
+            f"{on_gpu}{t(seconds)} a step of host time on the for loop's extra launches ({number(n)} against about "
+            f"{count(kinds, 'foreach op')}) — model: {HOST_PER_OP * 1e6:g} µs per launch, assumed",
             f"torch.optim.{o.name}(params, ..., foreach=True{fused}): one op per update for all parameters",
             {"ops": n, "params": o.params, "cpu_only": o.foreach is None}, seconds))
     return findings
@@ -178,10 +180,11 @@ def hand_written_updates(ev, gpu) -> list[Finding]:
     seconds = (len(ops) - kinds * ev.steps) * HOST_PER_OP / ev.steps
     return [Finding(
         "for-loop optimizer", where,
-        f"a hand-written update: {per_step(len(ops), ev.steps)} in-place writes a step ({', '.join(names)}), each "
-        f"into one of {len(params)} parameters, no foreach or fused op; one launch per parameter on every device",
-        f"{t(seconds)} a step of host time on the loop's extra launches ({per_step(len(ops), ev.steps)} against "
-        f"about {kinds} foreach ops) — model: {HOST_PER_OP * 1e6:g} µs per launch, assumed",
+        f"a hand-written update: {count(per_step(len(ops), ev.steps), 'in-place write')} a step ({', '.join(names)}), "
+        f"each into one of {count(len(params), 'parameter')}, no foreach or fused op; one launch per parameter on "
+        "every device",
+        f"{t(seconds)} a step of host time on the loop's extra launches ({number(per_step(len(ops), ev.steps))} "
+        f"against about {count(kinds, 'foreach op')}) — model: {HOST_PER_OP * 1e6:g} µs per launch, assumed",
         "torch.optim.SGD(params, lr, momentum=..., foreach=True or fused=True) built once, or torch._foreach_add_ "
         "over the lists of parameters and updates: one op for all of them",
         {"ops": len(ops) / ev.steps, "params": len(params), "cpu_only": False}, seconds)]
@@ -208,7 +211,7 @@ def row_gathers(ev, gpu) -> list[Finding]:
         seconds = rows * DISPATCH / ev.steps
         out.append(Finding(
             "row-by-row gather", stack.where,
-            f"{per_step(rows, ev.steps)} single-row indexing calls and {per_step(len(found), ev.steps)} "
+            f"{count(per_step(rows, ev.steps), 'single-row indexing call')} and {number(per_step(len(found), ev.steps))} "
             f"{stack.name} a step to build a batch of {stack.out_shapes[0][0]} rows, all host work",
             f"≥ {t(seconds)} a step of host dispatch, where one gather is one op — model: {DISPATCH * 1e6:g} µs a "
             "call assumed (the Python around each call costs more)",

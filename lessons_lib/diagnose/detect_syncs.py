@@ -18,7 +18,8 @@ from ..sync_table import CUDA_KERNEL_SYNCS
 from ..syncs import HostSync, Transfer
 from ..transfers import MODEL_NOTE, model as link_model
 from .collect import FACTORY_OPS
-from .costs import b, many, per_step, t
+from ..display import count, number
+from .costs import b, per_step, t
 from .report import Finding
 
 MIN_PAGEABLE = 64 * 2**10
@@ -76,9 +77,9 @@ def host_syncs(ev, gpu, ks, sync_after: set) -> list[Finding]:
         share = extra * len(rows) / total
         out.append(Finding(
             "host sync", rows[0][1],
-            f"{many(per_step(len(rows), ev.steps), 'host sync', 'host syncs')} a step{in_backward}: {', '.join(whats)} — {why}{view}",
-            f"≈ {t(share)} a step of the host waiting and the GPU idling after (its share of {t(extra)} for all "
-            f"{per_step(total, ev.steps)} syncs a step) — {gpu.label}",
+            f"{count(per_step(len(rows), ev.steps), 'host sync')} a step{in_backward}: {', '.join(whats)} — {why}{view}",
+            f"≈ {t(share)} a step of the host waiting and the GPU idling after (its share of {t(extra)} for "
+            f"{'the' if total == ev.steps else 'all'} {count(per_step(total, ev.steps), 'sync')} a step) — {gpu.label}",
             _fix(next(iter(whats))) if "bool mask" not in in_backward else _FIXES[1][1] + " (in the forward)",
             {"per_step": len(rows) / ev.steps, "what": list(whats)}, share))
     return out
@@ -101,8 +102,8 @@ def pageable_transfers(ev, gpu) -> list[Finding]:
         blocking = sum(e.blocking for e, _w in rows)
         out.append(Finding(
             "pageable transfer", rows[0][1],
-            f"{many(per_step(len(rows), ev.steps), 'copy', 'copies')} host → device a step, {b(per)} a step, from pageable memory"
-            + (f"; {per_step(blocking, ev.steps)} blocking (also a host sync)" if blocking else ", non_blocking"),
+            f"{count(per_step(len(rows), ev.steps), 'copy')} host → device a step, {b(per)} a step, from pageable memory"
+            + (f"; {number(per_step(blocking, ev.steps))} blocking (also a host sync)" if blocking else ", non_blocking"),
             cost,
             "keep the data on the device; else pin the host buffer once (DataLoader(pin_memory=True), or a pinned "
             "buffer reused) and copy with .to(device, non_blocking=True)",
@@ -132,7 +133,7 @@ def cat_loops(ev, gpu) -> list[Finding]:
         seconds = gpu.bytes_time(2 * max(0, copied - final)) / ev.steps
         out.append(Finding(
             "cat in a loop", ops[0].where,
-            f"{len(ops)} cats in one call, each reading the last one's output: {b(copied)} copied to build "
+            f"{count(len(ops), 'cat')} in one call, each reading the last one's output: {b(copied)} copied to build "
             f"{b(final)} ({copied / max(final, 1):.1f}×), growing as n²",
             (f"≥ {t(seconds)} a step on the extra bytes" if seconds >= 1e-7 else
              "negligible at this size: the extra bytes grow as n² with the passes") + f" — {gpu.label}",
@@ -164,9 +165,9 @@ def allocation_churn(ev, gpu) -> list[Finding]:
         how = "in host memory, then copied to the device, " if host_moved else ""
         out.append(Finding(
             "allocation churn", op.where,
-            f"torch.{op.name}(...) of {'x'.join(map(str, shape)) or 'a scalar'} made {len(rows)} times in one call "
-            f"({how}{per_step(len(rows), ev.steps)} a step), the same shape each time",
-            f"{many(per_step(len(rows), ev.steps), 'extra launch', 'extra launches')} a step"
+            f"torch.{op.name}(...) of {'x'.join(map(str, shape)) or 'a scalar'} made {count(len(rows), 'time')} in "
+            f"one call ({how}{number(per_step(len(rows), ev.steps))} a step), the same shape each time",
+            f"{count(per_step(len(rows), ev.steps), 'extra launch')} a step"
             + (" and a copy from the host each (see the transfer and sync findings)" if host_moved else "")
             + f" — {gpu.label}",
             "make it once, outside the loop, on the device (device=...), and reuse it (or drop it, if it is a "

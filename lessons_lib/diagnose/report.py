@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..code_lines import Where
-from ..display import html_table, text_table
+from ..display import count, html_table, text_table
 
 # kind -> (lesson, section, the pitfall in one line). Sections are the notebooks' own headings.
 KINDS = {
@@ -120,7 +120,7 @@ class Report:
 
     def head(self) -> str:
         n = len(self.findings)
-        verdict = (f"✗ {n} pitfall{'s' * (n != 1)} found" if n else "✓ no pitfall found") + \
+        verdict = (f"✗ {count(n, 'pitfall')} found" if n else "✓ no pitfall found") + \
             f" (ran once on {self.ran_on}; costs on {a_gpu(self.gpu)}: roofline model, datasheet peaks)"
         lines = [verdict]
         if self.error:

@@ -120,7 +120,8 @@ def _findings(ev, gpu, notes: list[str]) -> Report:
 
 def step_numbers(ev, gpu, ks, after) -> dict:
     """The step in numbers, per step: what the report's head line says, and what tests compare."""
-    from .costs import b, many, per_step, t
+    from ..display import count
+    from .costs import b, per_step, t
 
     work = gpu.work(ks)
     saved = max((s.ledger.total_bytes for s in ev.ledgers), default=0)
@@ -134,11 +135,13 @@ def step_numbers(ev, gpu, ks, after) -> dict:
             "syncs": n_syncs / ev.steps, "transferred": ev.syncs.transfer_bytes / ev.steps,
             "copied": copied,
             "regime": regime, "eager_s": eager,
-            "summary": (f"{per_step(len(ks), ev.steps)} kernel launches, {len(ev.trace.gemms) // ev.steps} GEMMs, "
+            "summary": (f"{count(per_step(len(ks), ev.steps), 'kernel launch')}, "
+                        f"{count(len(ev.trace.gemms) // ev.steps, 'GEMM')}, "
                         f"{work.flops / ev.steps / 1e9:.3g} GFLOP, {b(work.bytes / ev.steps)} read and written, "
                         f"{b(copied)} copied, "
                         f"{b(ev.syncs.transfer_bytes / ev.steps)} between host and device, {b(saved)} saved for backward, "
-                        f"{per_step(n_syncs, ev.steps)} host syncs a step ({many(ev.steps, 'step', 'steps')} seen: backward calls); "
+                        f"{count(per_step(n_syncs, ev.steps), 'host sync')} a step ({count(ev.steps, 'step')} seen: "
+                        "backward calls); "
                         f"on {a_gpu(gpu.name)}: {regime}, ≈ {t(eager)} a step eager (model)")}
 
 

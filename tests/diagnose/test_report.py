@@ -126,3 +126,24 @@ def test_the_command_line_takes_example_inputs_or_defaults_and_refuses_in_one_li
                                       "example_inputs() in its module returning them as a tuple, or give each a "
                                       "default.")
     assert _cli(tmp_path, "x = 1\n", "mystep").stderr.count("\n") == 1
+
+
+def test_counts_are_in_words():
+    # display.count / display.number through the findings and the step's line: it printed "1 tensors", "1 GEMMs",
+    # "1 kernel launches", "for all 1 syncs a step"
+    from lessons_lib.diagnose.costs import per_step
+
+    def saves(x):
+        x.exp()
+
+    def reads(x):
+        x.sum().item()
+
+    found = lessons_lib.diagnose(saves, torch.randn(16, requires_grad=True)).of("graph built for nothing")
+    assert found[0].evidence.startswith("1 tensor (64 B) saved for a backward that never ran")
+    sync = lessons_lib.diagnose(reads, torch.randn(16)).of("host sync")[0]
+    assert sync.evidence.startswith("1 host sync a step:") and "for the 1 sync a step)" in sync.cost
+    step = lessons_lib.diagnose(lambda a, b: a @ b, torch.randn(8, 8), torch.randn(8, 8)).step["summary"]
+    assert step.startswith("1 kernel launch, 1 GEMM, ") and "0 host syncs a step (1 step seen" in step
+    assert [per_step(n, s) for n, s in ((4, 2), (7, 2), (10, 3), (2469, 2))] == [2, 3.5, 3.3, 1234]
+    assert lessons_lib.display.count(per_step(2469, 1), "kernel launch") == "2,469 kernel launches"
