@@ -1,7 +1,7 @@
 """How long each explorer's Run and Sweep take: measured on this machine, and a T4's model lower bound.
 
     python workshop/explorer_times.py              # Run and Sweep of every explorer (3 minutes at load 2 on 2 cores; more when busy)
-    python workshop/explorer_times.py --runs-only  # Run only (a few minutes): enough to plan a room
+    python workshop/explorer_times.py --runs-only  # Run only (about a minute): enough to plan a room
     python workshop/explorer_times.py --lessons 03,07 --runs-only   # some explorers only
     python workshop/explorer_times.py --lessons 03 --runs-only --first-dtypes float16,bfloat16
 
