@@ -69,7 +69,8 @@ class Timing:
     def __str__(self) -> str:
         return (
             f"{self.label}: {fmt_time(self.median)} per call "
-            f"(IQR {fmt_time(self.iqr)}, {count(len(self.samples), 'sample')} × {count(self.calls_per_sample, 'call')})"
+            f"(IQR {fmt_time(self.iqr)}, {count(len(self.samples), 'sample')} × "
+            f"{count(self.calls_per_sample, 'call')})"
         )
 
     def as_dict(self, with_samples: bool = False) -> dict:
