@@ -157,3 +157,10 @@ def test_a_timing_counts_its_samples_and_calls_in_words_that_fit_the_count():
     # Issue 28: "1 threads", "1 saved tensors"; a timing cut short by max_time printed "1 samples × 1 calls".
     assert str(timing.Timing("x", 1.0, 0.0, [1.0], 1, "m", "cpu")).endswith("(IQR 0 ns, 1 sample × 1 call)")
     assert str(timing.Timing("x", 1.0, 0.0, [1.0, 2.0], 10, "m", "cpu")).endswith("2 samples × 10 calls)")
+
+
+def test_fmt_time_picks_its_unit_after_rounding():
+    # 0.9996 s rounds to 1.00 s: it printed "1e+03 ms" (the workshop kit quoted "estimated 1e+03 ms")
+    assert timing.fmt_time(0.9996) == "1 s" and timing.fmt_time(999.96e-6) == "1 ms"
+    assert timing.fmt_time(0.0123456) == "12.3 ms" and timing.fmt_time(2.5e-5) == "25 µs"
+    assert timing.fmt_time(123e-9) == "123 ns"
