@@ -78,8 +78,11 @@ def host_syncs(ev, gpu, ks, sync_after: set) -> list[Finding]:
         out.append(Finding(
             "host sync", rows[0][1],
             f"{count(per_step(len(rows), ev.steps), 'host sync')} a step{in_backward}: {', '.join(whats)} — {why}{view}",
-            f"≈ {t(share)} a step of the host waiting and the GPU idling after (its share of {t(extra)} for "
-            f"{'the' if total == ev.steps else 'all'} {count(per_step(total, ev.steps), 'sync')} a step) — {gpu.label}",
+            (f"≈ {t(share)} a step of the host waiting and the GPU idling after (its share of {t(extra)} for "
+             f"{'the' if total == ev.steps else 'all'} {count(per_step(total, ev.steps), 'sync')} a step) — {gpu.label}"
+             if share >= 1e-7 else
+             f"nothing the launch model can see: the queue has drained by then (a wait at the end of the step), "
+             f"but the host cannot queue the next step's work ahead of the GPU — {gpu.label}"),
             _fix(next(iter(whats))) if "bool mask" not in in_backward else _FIXES[1][1] + " (in the forward)",
             {"per_step": len(rows) / ev.steps, "what": list(whats)}, share))
     return out

@@ -137,12 +137,18 @@ def test_counts_are_in_words():
         x.exp()
 
     def reads(x):
-        x.sum().item()
+        s = x.sum().item()
+        return (x * s).exp()  # work after the wait: the launch model charges the sync
+
+    def reads_last(x):
+        x.sum().item()  # the step's last op: nothing is queued behind the wait
 
     found = lessons_lib.diagnose(saves, torch.randn(16, requires_grad=True)).of("graph built for nothing")
     assert found[0].evidence.startswith("1 tensor (64 B) saved for a backward that never ran")
     sync = lessons_lib.diagnose(reads, torch.randn(16)).of("host sync")[0]
     assert sync.evidence.startswith("1 host sync a step:") and "for the 1 sync a step)" in sync.cost
+    last = lessons_lib.diagnose(reads_last, torch.randn(16)).of("host sync")[0]
+    assert last.cost.startswith("nothing the launch model can see")  # it printed "≈ < 0.1 µs a step"
     step = lessons_lib.diagnose(lambda a, b: a @ b, torch.randn(8, 8), torch.randn(8, 8)).step["summary"]
     assert step.startswith("1 kernel launch, 1 GEMM, ") and "0 host syncs a step (1 step seen" in step
     assert [per_step(n, s) for n, s in ((4, 2), (7, 2), (10, 3), (2469, 2))] == [2, 3.5, 3.3, 1234]
