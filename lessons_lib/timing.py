@@ -26,8 +26,7 @@ MAX_FLUSHED_CALLS = 200  # per-call flushing is for ops slower than the flush; n
 
 
 def fmt_time(seconds: float) -> str:
-    """Three significant figures in the largest unit that keeps the number >= 1, judged after rounding
-    (0.9996 s is "1 s", not "1e+03 ms")."""
+    """Three significant figures, in the largest unit that keeps them >= 1 (0.9996 s is "1 s")."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if abs(float(f"{seconds:.3g}")) >= scale:
             return f"{float(f'{seconds / scale:.3g}'):g} {unit}"
