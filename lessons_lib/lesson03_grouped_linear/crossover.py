@@ -139,10 +139,10 @@ def auto_against_forum(device, sizes, base: dict | None = None, forum=FORUM_VARI
     auto is tuned there, outside the rounds); a forum variant that pass decides at least FAR× slower than another
     (`noise.from_timings`, both spreads counted) cannot be the fastest and stays out of the rounds (the thread's
     loop and grouped Conv1d at 100 groups: about 12× and 13× on the H200). The rounds time auto and the rest, in
-    `max_time` seconds (at least noise.MIN_ROUNDS rounds). A round has no time limit of its own: what bounds it
-    is `min_run_time`. On a GPU each sample is then a single call (or ~1 ms of calls), about 11 calls a variant
-    with warm-up; at 20 ms (the timing default) blocks grow to 20-200 ms and a round of the five variants took
-    over 10 s on the H200. Returns one dict per size: group_size, best (the fastest forum variant in the
+    `max_time` seconds: each measurement gets its share of what is left (noise.compare_lesson), and where the
+    minimum of noise.MIN_ROUNDS rounds cannot fit, the ratio says so, not decided. `min_run_time` keeps a
+    sample short: on a GPU a single call (or ~1 ms of calls); at 20 ms (the timing default) blocks grew to
+    20-200 ms and a round of the five variants took over 10 s on the H200, before rounds had a limit. Returns one dict per size: group_size, best (the fastest forum variant in the
     rounds), ratio (auto / best, a noise.Ratio), far ({variant: its first-pass time over the leader's}),
     tuning_s, rounds, seconds."""
     dev = _device.pick(device)
