@@ -153,7 +153,7 @@ class Collector(_Recorder):
             weight = (_storage_key(m2), m2.storage_offset(), tuple(m2.stride()))
         updates = () if op.is_view else tuple(k for k in out_keys if k in self.params and k in in_keys)
         self.info.append(OpInfo("fused" if region else self.phase, self.step, torch.Tag.pointwise in tags,
-                                torch.Tag.reduction in tags, in_keys, new, level, weight, region, updates))
+                                _is_reduction(func, tags), in_keys, new, level, weight, region, updates))
         return out
 
     def _region(self) -> tuple | None:
@@ -334,3 +334,17 @@ def kept_alive(col: Collector, watch: SavedWatch, out, roots: list) -> list[Kept
             k.saved_bytes += saved
             k.steps = max(k.steps, spans)
     return list(groups.values())
+
+
+_REDUCTION_TAG = getattr(torch.Tag, "reduction", None)
+# The ops that carry torch.Tag.reduction in torch 2.13: torch 2.9 and 2.10 have no such tag
+REDUCTIONS = frozenset({"all", "amax", "amin", "aminmax", "any", "argmax", "argmin", "count_nonzero",
+                        "linalg_vector_norm", "logsumexp", "max", "mean", "min", "nansum", "norm", "prod", "std",
+                        "std_mean", "sum", "var", "var_mean"})
+
+
+def _is_reduction(func, tags) -> bool:
+    if _REDUCTION_TAG is not None:
+        return _REDUCTION_TAG in tags
+    return func._schema.name.split("::")[-1] in REDUCTIONS
+

@@ -139,3 +139,21 @@ def test_capture_hazards_only_when_asked_and_the_fused_optimizer_is_not_judged_o
 
     report = lessons_lib.diagnose(step, model, opt, torch.randn(8, 64), graphs=True)
     assert report.clean and report.graph_report is not None and any("fused" in n for n in report.notes)
+
+
+def test_without_the_reduction_tag_the_reductions_are_known_by_name(monkeypatch):
+    # torch 2.9 has no torch.Tag.reduction: collect falls back to REDUCTIONS, the ops that carry the tag here
+    from lessons_lib.diagnose import collect
+
+    if getattr(torch.Tag, "reduction", None) is None:
+        pytest.skip("this torch has no torch.Tag.reduction to compare the list with")
+    tagged = set()
+    for name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, name, None)
+        for overload in getattr(packet, "overloads", lambda: [])():
+            if torch.Tag.reduction in getattr(packet, overload).tags:
+                tagged.add(name)
+    assert tagged == collect.REDUCTIONS
+    monkeypatch.setattr(collect, "_REDUCTION_TAG", None)
+    assert collect._is_reduction(torch.ops.aten.sum.dim_IntList, set())
+    assert not collect._is_reduction(torch.ops.aten.add.Tensor, set())

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lessons_lib import grouped_linear as GL
-from lessons_lib import timing
+from lessons_lib import noise, timing
 from lessons_lib.grouped_linear import GroupedLinear
 from lessons_lib.grouped_linear import tuning as GL_tuning  # where tuning reads time, os and FUNCTIONS
 
@@ -52,12 +52,14 @@ def test_auto_tuning_splits_its_budget_between_the_strategies(monkeypatch):
     real = timing.measure
 
     def takes_all_it_is_given(fn, *args, **kwargs):
-        # the near-ties' paired rounds (noise.compare) pass no max_time: their budget is the rounds' own
-        clock[0] += kwargs.get("max_time", 0.0)
+        # every measurement, the near-ties' paired rounds (noise.compare) included, has a time limit
+        clock[0] += kwargs.get("max_time") or 0.0
         return real(fn, *args, **{**kwargs, "min_run_time": 0.001, "max_time": 0.01})
 
     monkeypatch.setattr(timing, "measure", takes_all_it_is_given)
-    monkeypatch.setattr(GL_tuning, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))  # GL's clock only
+    fake = types.SimpleNamespace(perf_counter=lambda: clock[0])
+    monkeypatch.setattr(GL_tuning, "time", fake)  # the tuner's clock and the noise rule's, no one else's
+    monkeypatch.setattr(noise, "time", fake)
     GroupedLinear(8, 8, 8)(torch.randn(16, 64, requires_grad=True))
     n = len(next(iter(GL.cache().values())).medians)
     assert n >= 3
@@ -111,8 +113,9 @@ def test_near_ties_are_re_timed_in_alternating_paired_rounds_and_keep_their_medi
     # First look, two passes: bmm 10, einsum 11 (a near-tie), conv 30. Paired rounds of the two near-ties: bmm
     # 10 every time; einsum 9 except one round in three (a storm: 30). The noise rule runs rounds until the
     # ratio is decided; the median of the paired ratios keeps einsum 9 ahead of bmm 10 despite the storm.
-    looks = {"bmm": [10.0, 12.0], "einsum": [11.0, 13.0], "conv": [30.0, 31.0]}
-    calls = _scripted_tuning(monkeypatch, looks, {"bmm": [10.0] * 7, "einsum": [9.0, 9.0, 30.0] * 3})
+    ms = 1e-3  # scripted times in seconds: rounds of tens of seconds would not fit the tuning budget
+    looks = {"bmm": [10 * ms, 12 * ms], "einsum": [11 * ms, 13 * ms], "conv": [30 * ms, 31 * ms]}
+    calls = _scripted_tuning(monkeypatch, looks, {"bmm": [10 * ms] * 7, "einsum": [9 * ms, 9 * ms, 30 * ms] * 3})
     x, w, b = torch.randn(4, 12), torch.randn(3, 4, 4), torch.randn(3, 4)
     choice = GL.tune(x, w, b, training=False, strategies=["bmm", "einsum", "conv"])
     # first look in TIMING_ORDER, then reversed; then rounds of the near-ties, fastest first, reversed each round
@@ -120,8 +123,8 @@ def test_near_ties_are_re_timed_in_alternating_paired_rounds_and_keep_their_medi
                           "bmm", "einsum", "einsum", "bmm", "bmm", "einsum"]
     assert "conv" not in calls[6:]  # 3× the fastest: no paired rounds
     # the leader keeps its time from the looks (11), bmm is that × its median paired ratio to einsum (10/9)
-    assert choice.strategy == "einsum" and choice.medians == pytest.approx({"bmm": 11 * 10 / 9, "einsum": 11.0,
-                                                                            "conv": 30.0})
+    assert choice.strategy == "einsum" and choice.medians == pytest.approx({"bmm": 11 * ms * 10 / 9,
+                                                                            "einsum": 11 * ms, "conv": 30 * ms})
     # 5 short rounds are the minimum; one storm among them leaves the median ratio decided
     assert choice.rounds == 5 and "over 5 paired rounds" in choice.describe()
     assert choice.busy == ""  # the decided ratio's rounds agree within BUSY_SPREAD; no load reported
@@ -130,8 +133,9 @@ def test_near_ties_are_re_timed_in_alternating_paired_rounds_and_keep_their_medi
 def test_a_burst_of_load_in_the_first_pass_does_not_drop_the_winner(monkeypatch):
     # conv, the true winner (5), was timed during a burst in the first pass (50: ten times its time, far
     # outside the near-ties); the reversed second pass sees it at 5 and it wins the paired rounds.
-    looks = {"bmm": [10.0, 10.0], "einsum": [11.0, 11.0], "conv": [50.0, 5.0]}
-    _scripted_tuning(monkeypatch, looks, {"conv": [5.0] * 9, "bmm": [10.0] * 9, "einsum": [11.0] * 9})
+    ms = 1e-3
+    looks = {"bmm": [10 * ms, 10 * ms], "einsum": [11 * ms, 11 * ms], "conv": [50 * ms, 5 * ms]}
+    _scripted_tuning(monkeypatch, looks, {"conv": [5 * ms] * 9, "bmm": [10 * ms] * 9, "einsum": [11 * ms] * 9})
     x, w, b = torch.randn(4, 12), torch.randn(3, 4, 4), torch.randn(3, 4)
     assert GL.tune(x, w, b, training=False, strategies=["bmm", "einsum", "conv"]).strategy == "conv"
 

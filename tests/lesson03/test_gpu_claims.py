@@ -136,9 +136,12 @@ def test_the_sweep_and_a_quick_record_take_their_cuda_path_where_cuda_is_availab
     from lessons_lib.grouped_linear import tuning as GL_tuning
 
     monkeypatch.setattr(GL_tuning, "TUNE_BUDGET_S", 0.1)
+    GL_tuning.clear_cache()
     points = crossover.auto_against_forum("cuda", [4], {"batch": 1, "groups": 2, "length": 4}, max_time=0.2,
                                           max_rounds=3)
-    assert points[0]["best"] in crossover.FORUM_VARIANTS and points[0]["rounds"] >= 3
+    # the path, not the verdict: on a busy machine 0.2 s may hold fewer rounds than the noise rule's minimum
+    assert points[0]["best"] in crossover.FORUM_VARIANTS and points[0]["rounds"] >= 1
+    assert any(key[0].startswith("cuda") for key in GL_tuning.cache())  # auto was tuned on the (simulated) GPU
 
 
 def test_reproduce_runs_mixed_precision_and_refuses_fp16_autocast_on_a_cpu(one_thread):
