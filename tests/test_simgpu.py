@@ -74,6 +74,27 @@ def test_an_oom_in_the_explorer_is_one_sentence_and_frees_memory():
     assert torch.cuda.memory_allocated() == before
 
 
+def test_a_storage_sized_while_tracing_keeps_the_counters_plain_ints():
+    # torch.compile(dynamic=True) makes storages with SymInt sizes; summed into the simulated allocator they
+    # made every later OOM message fail to format (SymFloat.__format__) in CI's sequential simulated-T4 leg
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from .simgpu.tensors import ALLOCATOR
+
+    env = ShapeEnv()
+    size = env.create_symintnode(env.create_symbol(4096, ConstantSource("n")), hint=4096)
+    before = ALLOCATOR.allocated
+    ALLOCATOR.adopt(-12345, size)
+    try:
+        assert type(ALLOCATOR.allocated) is int and ALLOCATOR.allocated > before
+        with pytest.raises(torch.OutOfMemoryError, match="Tried to allocate"):
+            ALLOCATOR.need(2 * ALLOCATOR.capacity)
+    finally:
+        ALLOCATOR.release(-12345)
+    assert ALLOCATOR.allocated == before
+
+
 def test_a_shape_too_big_for_the_card_is_refused_before_allocating():
     lesson = _greedy_lesson()
     lesson.peak_bytes = lambda p, dt: 2 * _capacity()

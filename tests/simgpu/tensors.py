@@ -42,7 +42,9 @@ class SimulationError(RuntimeError):
 
 
 def _round(n: int, to: int) -> int:
-    return -(-n // to) * to
+    # int(): a storage made while tracing with symbolic shapes (torch.compile, dynamic=True) has a SymInt size;
+    # summed into `allocated` it left every later OOM message failing to format (SymFloat)
+    return -(-int(n) // to) * to
 
 
 class Allocator:
