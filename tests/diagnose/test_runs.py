@@ -142,7 +142,8 @@ def test_capture_hazards_only_when_asked_and_the_fused_optimizer_is_not_judged_o
 
 
 def test_without_the_reduction_tag_the_reductions_are_known_by_name(monkeypatch):
-    # torch 2.9 has no torch.Tag.reduction: collect falls back to REDUCTIONS, the ops that carry the tag here
+    # torch 2.9 has no torch.Tag.reduction: collect falls back to REDUCTIONS, the ops that carry the tag in 2.13
+    # (later releases tag new ops too: 2.15 adds linalg__powsum, which 2.9 does not have)
     from lessons_lib.diagnose import collect
 
     if getattr(torch.Tag, "reduction", None) is None:
@@ -153,7 +154,7 @@ def test_without_the_reduction_tag_the_reductions_are_known_by_name(monkeypatch)
         for overload in getattr(packet, "overloads", lambda: [])():
             if torch.Tag.reduction in getattr(packet, overload).tags:
                 tagged.add(name)
-    assert tagged == collect.REDUCTIONS
+    assert collect.REDUCTIONS <= tagged
     monkeypatch.setattr(collect, "_REDUCTION_TAG", None)
     assert collect._is_reduction(torch.ops.aten.sum.dim_IntList, set())
     assert not collect._is_reduction(torch.ops.aten.add.Tensor, set())
