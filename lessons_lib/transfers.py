@@ -129,8 +129,8 @@ def problem(device=None) -> str | None:
     dev = torch.device(device) if device is not None else None
     if not has_cuda():
         return ("No CUDA GPU here: a host<->device copy needs a device other than the host, so there is nothing "
-                "to measure. The figures shown instead come from `transfers.model` (datasheet link speeds, "
-                "labelled model).")
+                "to measure here. Datasheet link speeds stand in (`transfers.model`, labelled model), and a "
+                "GPU's recorded copies replay under \"results from\".")
     if dev is not None and dev.type != "cuda":
         return f"Copies are measured between the host and a CUDA device; {dev} is not one."
     return None
