@@ -164,9 +164,9 @@ class Timeline:
 
     def plot(self, ax=None):
         """Predicted (and measured) MiB after each op, the forward/backward boundary marked."""
-        import matplotlib.pyplot as plt
+        from .plots import subplots
 
-        fig = ax.figure if ax is not None else plt.subplots(figsize=(8, 4), layout="constrained")[0]
+        fig = ax.figure if ax is not None else subplots(figsize=(8, 4), layout="constrained")[0]
         ax = ax if ax is not None else fig.axes[0]
         idx = [r.index for r in self.rows]
         predicted = [r.predicted / 2**20 for r in self.rows]

@@ -1,6 +1,8 @@
 """The course's figures. Every axis says what it measures and in which unit."""
 from __future__ import annotations
 
+import threading
+
 import matplotlib.pyplot as plt
 
 from .plot_axes import (  # noqa: F401  (re-exported: plots.is_powers_of_two and the rest)
@@ -28,9 +30,26 @@ def variant_colors(names) -> dict[str, str]:
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
+_SUBPLOTS_KW = ("nrows", "ncols", "sharex", "sharey", "squeeze", "width_ratios", "height_ratios", "subplot_kw",
+                "gridspec_kw")
+
+
+def subplots(*args, **kwargs):
+    """Every course figure is made here. On the main thread (a notebook cell), `plt.subplots`: the cell shows
+    the figure. Off it (an explorer's worker thread), a figure pyplot does not know: pyplot's interactive
+    auto-draw (a figure redrawn on every change while it is built), run from a worker thread of a kernel,
+    corrupted replayed figures at random in JupyterLab: bars off their labels, over the title, blank plots."""
+    if threading.current_thread() is threading.main_thread():
+        return plt.subplots(*args, **kwargs)
+    from matplotlib.figure import Figure
+
+    fig = Figure(**{k: v for k, v in kwargs.items() if k not in _SUBPLOTS_KW})
+    return fig, fig.subplots(*args, **{k: v for k, v in kwargs.items() if k in _SUBPLOTS_KW})
+
+
 def _axes(ax, figsize=(7, 3.2)):
     if ax is None:
-        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+        fig, ax = subplots(figsize=figsize, layout="constrained")
     return ax.figure, ax
 
 
@@ -187,7 +206,7 @@ def winner_map(rows, cols, winners: list[list[str]], order: list[str], notes: li
 
     colors = colors or variant_colors(order)
     idx = [[order.index(w) for w in row] for row in winners]
-    fig, ax = plt.subplots(figsize=(1.4 + 1.1 * len(cols), 1.2 + 0.7 * len(rows)), layout="constrained")
+    fig, ax = subplots(figsize=(1.4 + 1.1 * len(cols), 1.2 + 0.7 * len(rows)), layout="constrained")
     ax.imshow(idx, cmap=ListedColormap([colors.get(n, "gray") for n in order]), vmin=-0.5,
               vmax=len(order) - 0.5, aspect="auto")
     undecided = [(i, j) for i, row in enumerate(decided or []) for j, ok in enumerate(row) if not ok]
@@ -310,7 +329,7 @@ def panels(n: int, size=(4.6, 3.0)):
     wide: JupyterLab shrinks a wider image to its output width, and its text with it)."""
     cols = 1 if n == 1 else 2
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), layout="constrained",
+    fig, axes = subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), layout="constrained",
                              squeeze=False)
     flat = list(axes.flat)
     for ax in flat[n:]:
@@ -323,7 +342,7 @@ def timeline(lines: dict, title: str = "", unit: str = "ms"):
     a variant, stacked: when the host issues each op, when the device runs it, and the device's
     idle gaps shaded."""
     scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}[unit]
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.8 * len(lines)), layout="constrained")
+    fig, ax = subplots(figsize=(8, 0.9 + 0.8 * len(lines)), layout="constrained")
     ticks, labels = [], []
     for i, (name, tl) in enumerate(lines.items()):
         y_cpu, y_gpu = 2 * i + 1, 2 * i

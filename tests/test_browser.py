@@ -373,6 +373,18 @@ def test_every_notebook_runs_and_each_explorer_replays_moves_and_runs(lab_server
                 _idle_explorer(page, box)
                 _images_loaded(page, box)
                 box.screenshot(path=str(shots / f"{stem}-explorer{i}-{kind}.png"))
+                # the same record again draws the same pictures (figures made through pyplot on the worker
+                # thread came out different, and corrupted, from one replay to the next)
+                first = [img.get_attribute("src") for img in box.locator(".widget-output img").all()]
+                select.select_option(index=0)
+                box.locator(".widget-output", has_text="Press Run or Sweep").wait_for(timeout=60_000)
+                _idle_explorer(page, box)
+                select.select_option(index=name)
+                box.locator(".widget-output", has_text=said).wait_for(timeout=60_000)
+                _idle_explorer(page, box)
+                _images_loaded(page, box)
+                again = [img.get_attribute("src") for img in box.locator(".widget-output img").all()]
+                assert again == first, f"{stem}: explorer {i} drew {options[name]} differently the second time"
             # move the sliders (three steps down each, from the record's shape: a smaller, quicker run), then
             # Run: a new figure, measured here
             handles = box.locator(".widget-slider .noUi-handle")

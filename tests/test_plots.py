@@ -219,3 +219,28 @@ def test_the_peak_matmul_takes_the_faster_memory_order(monkeypatch):
     chosen = roofline._faster_order(a, b, torch.device("cpu"))
     assert not chosen.is_contiguous() and chosen.t().is_contiguous()
     assert torch.equal(chosen, b)  # the same matrix, stored the other way
+
+
+def test_a_figure_made_off_the_main_thread_is_unknown_to_pyplot():
+    # An explorer builds its figures on a worker thread. Made through pyplot there, in a kernel with pyplot's
+    # interactive auto-draw, replayed figures came out corrupted at random in JupyterLab (bars over the title,
+    # blank plots); the browser test replays one record twice and compares the images.
+    import threading
+
+    ts = [timing.Timing("a", 1e-3, 1e-4, [1e-3], 1, "", "cpu"), timing.Timing("b", 2e-3, 1e-4, [2e-3], 1, "", "cpu")]
+    made = {}
+    before = plt.get_fignums()
+    worker = threading.Thread(target=lambda: made.update(fig=plots.bars(ts, title="off the main thread")))
+    worker.start()
+    worker.join()
+    fig = made["fig"]
+    assert plt.get_fignums() == before and fig.stale_callback is None  # no pyplot manager, no auto-draw
+    assert fig.axes[0].get_xlabel() and fig.get_size_inches()[0] > 0
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")  # it renders like any other
+    assert buf.getvalue()[:4] == b"\x89PNG"
+    on_main = plots.bars(ts)
+    assert on_main.number in plt.get_fignums()  # a notebook cell's figure is pyplot's: the cell shows it
+    plt.close(on_main)

@@ -133,15 +133,17 @@ def reproduce_summary(cmp: noise.Comparison) -> str:
 
 def reported_figure():
     """The thread's reported speed-ups against width (reported figures, GPUs not named)."""
-    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    from ..plots import subplots
 
     rep = thread_report()
-    fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
+    fig, ax = subplots(figsize=(7, 3.4), layout="constrained")
     for label, table in (rep.tables if rep else {}).items():
         ax.plot(list(table), list(table.values()), marker="o", ms=3, label=label)
     ax.axhline(1, color="gray", lw=0.8)
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.set_yscale("log")
     ax.set_xlabel("width (features)")
     ax.set_ylabel("PseudoLinear speed-up over Linear (×, log)")
