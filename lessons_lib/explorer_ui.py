@@ -113,8 +113,10 @@ class ExplorerUI:
     def _build(self):
         import ipywidgets as W
 
-        style = {"description_width": "150px"}
-        layout = W.Layout(width="480px")
+        # wide enough for the longest label ("group size (features per group)" was cut at 150 px), ~7 px a character
+        label_px = max(150, 7 * max((len(p.label) for p in self.lesson.params), default=0))
+        style = {"description_width": f"{label_px}px"}
+        layout = W.Layout(width=f"{label_px + 330}px")
         self.sliders = {p.name: self._slider(W, p, style, layout) for p in self.lesson.params}
         self.dtype_w = W.Dropdown(options=list(DTYPES), value="float32", description="dtype", style=style)
         devices = ["cuda", "cpu"] if has_cuda() else ["cpu"]
@@ -303,7 +305,7 @@ class ExplorerUI:
         self.progress.value = 0
         run, fig = self.run(self.dtype_w.value, self.device_w.value, stop=self._stop.is_set, **self._params())
         self._bar_from_phases = False
-        notes = [_line(run.winner, "#333"), _line(self.regime_line(run), "#333"),
+        notes = [_line(run.winner, "#333") if run.winner else "", _line(self.regime_line(run), "#333"),
                  _noise_line(list(run.timings.values()), run)]
         self._done_note = "<br>".join(n for n in notes if n)
         return ([self._measuring_line(), fig, run.table(self.lesson.baseline), self.regime_table(run)]
@@ -321,7 +323,10 @@ class ExplorerUI:
         if sw.stopped:
             self._stopped_note = (f"stopped after {len(sw.values)} of {len(sw.planned)} points: the figure shows "
                                   "the points measured")
-        self._done_note = _noise_line([t for r in sw.runs for t in r.timings.values()])
+        swept = "" if sw.stopped else _line(
+            f"a sweep over {self.lesson.param(sw.param).label}: {len(sw.values)} points, each variant at each", "#333")
+        self._done_note = "<br>".join(n for n in (swept, _noise_line([t for r in sw.runs for t in r.timings.values()]))
+                                      if n)
         return [self._measuring_line(), fig, self.sweep_regimes(sw)]
 
     def _do_replay(self):

@@ -250,8 +250,11 @@ def machines(rows: dict[str, dict[str, float]], title: str = "", ax=None, order:
         xs = [j + i * width for j in range(len(variants))]
         ax.bar(xs, [rows[m].get(v, float("nan")) / scale for v in variants], width, label=m)
     ax.set_xticks([j + width * (len(machines_) - 1) / 2 for j in range(len(variants))], variants, rotation=15)
-    ax.set_yscale("log")
-    ax.set_ylabel(f"median time per call ({unit}, log)")
+    _log_y(ax)
+    models = sum("· model" in m for m in machines_)  # results.Recorded.short() names each row's kind
+    what = ("median time per call" if not models else "roofline floor per call (model)" if models == len(machines_)
+            else "time per call: median where measured, floor where model")
+    ax.set_ylabel(f"{what} ({unit}, log)")
     ax.set_title(title)
     _legend_outside(ax)
     if caption:

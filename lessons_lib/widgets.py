@@ -125,8 +125,9 @@ class Explorer(Deciding, Replaying, ExplorerUI):
         measuring = self.lesson.predict(cal, params, min_run_time=self.min_run_time, max_time=MAX_TIME_PER_VARIANT)
         self.phases.end()
         self.estimate_parts = {"measuring": (measuring + self._prepare_estimate(dt, dev)) * points}
-        if points == 1:
-            self.estimate_parts["deciding the winner"] = self._decide_estimate(cal, params)
+        decide = self._decide_estimate(cal, params) if points == 1 else 0.0
+        if decide > 0:  # one variant here (05 on a CPU: no CUDA graph) has no winner to decide
+            self.estimate_parts["deciding the winner"] = decide
         return sum(self.estimate_parts.values())
 
     def _prepare_estimate(self, dt, dev) -> float:
@@ -155,7 +156,8 @@ class Explorer(Deciding, Replaying, ExplorerUI):
         for name, seconds in run.prepare_seconds.items():
             self._prepared_seen[(name, dt, dev.type)] = seconds
         self._amend_work(run)
-        ph.start("deciding the winner", "from the run's own spreads")
+        if sum(not self.lesson.variant(n).runs_another for n in run.timings) > 1:
+            ph.start("deciding the winner", "from the run's own spreads")
         self.decide(run, stop=stop)
         ph.start("drawing", "the figure")
         floors = run.floors(roofline.measure_peaks(dev, dt))

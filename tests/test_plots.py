@@ -244,3 +244,16 @@ def test_a_figure_made_off_the_main_thread_is_unknown_to_pyplot():
     on_main = plots.bars(ts)
     assert on_main.number in plt.get_fignums()  # a notebook cell's figure is pyplot's: the cell shows it
     plt.close(on_main)
+
+
+def test_machines_says_what_its_bars_are_measured_or_model():
+    measured = {"H200 · measured 2026-11-26": {"a": 1e-3, "b": 2e-3}}
+    model = {"T4 · model": {"a": 2e-3, "b": 3e-3}, "H100 · model": {"a": 1e-3, "b": 2e-3}}
+    labels = {}
+    for name, rows in (("measured", measured), ("model", model), ("both", {**measured, **model})):
+        fig = plots.machines(rows)
+        labels[name] = fig.axes[0].get_ylabel()
+        plt.close(fig)
+    assert labels["measured"].startswith("median time per call (ms")
+    assert labels["model"].startswith("roofline floor per call (model)")  # a floor is not a median
+    assert "median where measured, floor where model" in labels["both"]

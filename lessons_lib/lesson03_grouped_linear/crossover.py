@@ -10,7 +10,7 @@ import torch
 from .. import noise, results
 from .. import device as _device
 from .. import grouped_linear as GL
-from ..display import text_table
+from ..display import html_table, text_table
 from .lessons import AUTO, FORUM, KEY, LESSON, TRAIN_LESSON, with_variants
 
 
@@ -170,10 +170,12 @@ def auto_against_forum(device, sizes, base: dict | None = None, forum=FORUM_VARI
     return out
 
 
-def grid_table(grid: Grid, recorded: bool = False) -> str:
+def grid_table(grid: Grid, recorded: bool = False, html: bool = False):
     """The winner at each point (auto excluded: it runs one of the others), the loop's and the Conv1d's
     time over the winner's, and auto's (the tuning is not in it) where the grid has auto. recorded: the grid
-    comes from a recorded file (its noisy points were not decided when it was recorded: no rerun helps)."""
+    comes from a recorded file (its noisy points were not decided when it was recorded: no rerun helps).
+    html: an HTML table for a notebook, its note as the caption (the text table wrapped every row at 1280 px
+    with JupyterLab's file browser open); it prints as the text."""
     wins, loop_r, conv_r = grid.winners(), grid.ratio("loop (SlowGroups)"), grid.ratio("grouped Conv1d")
     auto_r = grid.ratio(AUTO) if AUTO in grid.medians else None
     rows = [("groups", "group size", "fastest", "loop / fastest", "Conv1d / fastest",
@@ -194,6 +196,8 @@ def grid_table(grid: Grid, recorded: bool = False) -> str:
                    f"where the winner or the runner-up is among them ({undecided}), the winner is not decided on "
                    "this run; rerun on a quieter machine")
         note = (f"\n⚠ {points} noisy timings (spread over a quarter of the median: a busy machine): {verdict}.")
+    if html:
+        return html_table(rows, caption=note.strip())
     return text_table(rows) + note
 
 

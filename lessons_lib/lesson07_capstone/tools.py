@@ -224,6 +224,13 @@ def diagnosed(steps: int = 2, dims: dict | None = None) -> dict:
     return out
 
 
+def _gist(evidence: str, width: int = 110) -> str:
+    """The evidence's first clause, cut at a word with '…' where it is longer than `width`."""
+    import textwrap
+
+    return textwrap.shorten(evidence.split("; ")[0], width, placeholder=" …")
+
+
 def diagnosis_table(report, title: str = "") -> "html_table":
     """A Report as a table of (lesson, pitfall, your line, the evidence's gist): no file paths, so the same on
     every machine (a notebook cell's file name is not)."""
@@ -232,7 +239,7 @@ def diagnosis_table(report, title: str = "") -> "html_table":
     else:
         rows = [("lesson", "pitfall", "your line", "evidence")]
         rows += [(f.lesson, f.kind, f"{f.where.function}(): {f.where.text}" if f.where.function else f.where.text,
-                  f.evidence.split("; ")[0][:110]) for f in report.findings]
+                  _gist(f.evidence)) for f in report.findings]
     from ..diagnose import a_gpu
 
     n = len(report.findings)
