@@ -156,8 +156,8 @@ def speed_check(name: str, starter, reader, bar: float, device, max_time: float 
     """(name, ok, detail) for `Verdict.on_gpu`: the reader's code against the starter, both zero-argument
     callables, timed in paired, alternating rounds by the noise rule (`noise.compare`), never once each.
 
-    It passes only when the rounds decide the ratio time(starter) / time(reader), the reader is the decided
-    faster one (the whole IQR above 1 + `noise.TIE`), and the median reaches `bar`; a ratio the rounds cannot
+    It passes only when at least `noise.ROUNDS` rounds decide the ratio time(starter) / time(reader), the reader
+    is the decided faster one (the whole IQR above 1 + `noise.TIE`), and the median reaches `bar`; a ratio the rounds cannot
     decide fails with the noise rule's sentence. So the starter checked against itself is never called
     faster: its rounds give ~1.0×, a tie, or "not decided" (on the H200, one timing a side called it 2.0×).
     Anything the reader's code does while timed (raise, hang, run out of memory) becomes the detail, never
@@ -179,6 +179,11 @@ def speed_check(name: str, starter, reader, bar: float, device, max_time: float 
     tail = f"; {note}" if note else ""
     if not r.decided:
         return name, False, r.not_decided() + tail
+    if len(r.values) < noise.ROUNDS:
+        # Three rounds can all lean one way by chance on a loaded machine (CI's simulated GPU at load 6 called
+        # lesson 06's starter 1.58x faster than itself over 3): a pass rests on the noise rule's full count.
+        return name, False, (f"not decided on this run: {len(r.values)} paired rounds fit in {max_time:g} s, and a "
+                             f"pass needs {noise.ROUNDS} (give it more time, or a quieter machine)" + tail)
     ok = r.faster == "yours" and r.median >= bar
     return name, ok, (f"{r.median:.2f}×: median of {len(r.values)} paired rounds, "
                       f"IQR {r.low:.2f}–{r.high:.2f}×" + tail)

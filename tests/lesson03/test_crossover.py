@@ -6,7 +6,7 @@ import matplotlib.figure
 import matplotlib.pyplot as plt
 import pytest
 
-from lessons_lib import plots
+from lessons_lib import noise, plots
 from lessons_lib.grouped_linear import tuning as GL_tuning  # where tuning reads _CACHE and TUNE_BUDGET_S
 from lessons_lib import lesson03_grouped_linear as L
 from lessons_lib.lesson03_grouped_linear import crossover, lessons
@@ -149,4 +149,7 @@ def test_auto_against_forum_runs_for_real_at_a_tiny_shape(monkeypatch, one_threa
     monkeypatch.setattr(GL_tuning, "TUNE_BUDGET_S", 0.1)
     points = crossover.auto_against_forum("cpu", [4], {"batch": 1, "groups": 2, "length": 4}, max_time=0.3,
                                           max_rounds=3)
-    assert points[0]["best"] in crossover.FORUM_VARIANTS and points[0]["rounds"] >= 3
+    # 0.3 s holds the noise rule's 3 rounds on a quiet machine; on a busy one fewer fit, and then nothing is decided
+    p = points[0]
+    assert p["best"] in crossover.FORUM_VARIANTS and p["rounds"] >= 1
+    assert p["rounds"] >= noise.MIN_ROUNDS or not p["ratio"].decided

@@ -35,7 +35,7 @@ def test_reproduce_times_the_three_modules(one_thread):
     for clause in ("Conv1d / loop: ", "GroupedLinear(auto) / loop: ", "GroupedLinear(auto) / Conv1d: "):
         for line in summary.splitlines()[:2]:  # a ratio, or the noise rule's sentence: never a bare verdict
             said = line.split(clause)[1]
-            assert said[0].isdigit() or said.startswith("not decided on this run")
+            assert said[0].isdigit() or said.startswith(("not decided on this run", "no winner on this run")), said
 
 
 def test_reported_table_keeps_the_threads_figures():

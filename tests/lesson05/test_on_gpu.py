@@ -134,7 +134,9 @@ def test_graph_parts_time_the_replay_and_the_input_copies_apart(monkeypatch):
     assert all(x is static for x in xs[:4]) and timed and all(x is made[2][0] for x in timed)
     assert set(parts.comparison.names) == {"eager", "graph replay", "graph replay + copies in"}
     assert parts.copy_bytes == 2 * 4 * (2 * 4 * 16 + 2 * 2 * 16) and 0 < parts.copies_model < 1
-    assert "replay alone" in str(parts)
+    said = str(parts)  # each line the measured ratio, or (on a busy machine) the noise rule's not-decided sentence
+    assert "replay alone" in said or said.startswith("not decided on this run"), said
+    assert "predicts" in said.splitlines()[1]  # the copies' model, whatever the rounds decided
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU, or the simulated one)")
