@@ -188,10 +188,11 @@ def record(ctx: Ctx, deadline: float) -> Outcome:
 
 
 def probes(ctx: Ctx, deadline: float) -> Outcome:
-    """Every .ci/gpu-probes/*.py, one after another, each capped; their output in one log."""
+    """Every .ci/gpu-probes/*.py (not _probe.py, their shared helpers), one after another, each capped; their
+    output in one log."""
     log = ctx.out / "probes.log"
     found = ctx.standins.get("probes") or [ROOT / p for p in ctx.resume.get("probes", [])] \
-        or sorted((ROOT / ".ci" / "gpu-probes").glob("*.py"))
+        or sorted(p for p in (ROOT / ".ci" / "gpu-probes").glob("*.py") if not p.name.startswith("_"))
     if not found:
         log.write_text("no probes in .ci/gpu-probes/\n")
         return Outcome("passed", notes=["no probes"])

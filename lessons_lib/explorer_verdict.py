@@ -22,6 +22,11 @@ CONTENDER = 1.5  # the estimate counts variants predicted within this factor of 
 class Deciding:
     """decide / winner_line and decided_crossover (`widgets.Explorer` inherits them; needs lesson, phases)."""
 
+    def _comparable(self, names) -> list[str]:
+        """The variants a winner is chosen among: not those that run another (GroupedLinear(auto) runs one of
+        the others)."""
+        return [n for n in names if not self.lesson.variant(n).runs_another]
+
     def decide(self, run, stop=None) -> str:
         """Which variant was fastest (of those that do not run another: `Variant.runs_another`), and by how
         much over the runner-up, said only when the measurement decides it (`noise`). From the run's own
@@ -32,8 +37,7 @@ class Deciding:
         left out whose single timing is faster than the rounds' runner-up joins a second set of rounds; if
         one still is, the machine's speed changed between the passes, and the sentence says "not decided".
         Sets and returns `Run.winner`."""
-        names = sorted((n for n in run.timings if not self.lesson.variant(n).runs_another),
-                       key=lambda n: run.timings[n].median)
+        names = sorted(self._comparable(run.timings), key=lambda n: run.timings[n].median)
         if len(names) < 2:
             run.winner = ""
             return ""
@@ -90,7 +94,7 @@ class Deciding:
     def _decide_estimate(self, cal, params) -> float:
         """At most: paired rounds of the contenders, as `decide` runs them (here: the variants predicted
         within CONTENDER× of the fastest, at least two)."""
-        names = [v.name for v in self.lesson.variants if not v.runs_another]
+        names = self._comparable(v.name for v in self.lesson.variants)
         if len(names) < 2:
             return 0.0
         alone = {n: self.lesson.predict(cal, params, variants=[n], min_run_time=0.01) for n in names}

@@ -156,7 +156,7 @@ class Explorer(Deciding, Replaying, ExplorerUI):
         for name, seconds in run.prepare_seconds.items():
             self._prepared_seen[(name, dt, dev.type)] = seconds
         self._amend_work(run)
-        if sum(not self.lesson.variant(n).runs_another for n in run.timings) > 1:
+        if len(self._comparable(run.timings)) > 1:
             ph.start("deciding the winner", "from the run's own spreads")
         self.decide(run, stop=stop)
         ph.start("drawing", "the figure")

@@ -12,24 +12,13 @@ warmed), on this GPU:
    GPU's datasheet (report.step["eager_s"]: a lower bound, so measured / model >= 1 is expected).
 5. diagnose's own wall time on this machine for each run.
 """
-import sys
 import time
 import warnings
 
 import torch
+from _probe import require_cuda, step  # .ci/gpu-probes/_probe.py (the probe's own folder is on sys.path)
 
-if not torch.cuda.is_available():
-    print("needs CUDA")
-    sys.exit(0)
-
-
-def step(i, what, fn):
-    t = time.perf_counter()
-    try:
-        fn()
-    except Exception as err:  # a fact to learn, not a failure of the probe
-        print(f"{i}. {what}: {type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
-    print(f"   ({time.perf_counter() - t:.1f} s)")
+require_cuda()
 
 
 def main():

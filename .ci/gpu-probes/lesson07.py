@@ -16,15 +16,13 @@
    cudaStreamSynchronize, no cudaDeviceSynchronize: the harness's), the host's own time against the GPU's busy
    time, and the first rows of both tables (expected: no "Activity Buffer Request", no "Optimizer." row).
 """
-import sys
 import time
 import warnings
 
 import torch
+from _probe import require_cuda, step  # .ci/gpu-probes/_probe.py (the probe's own folder is on sys.path)
 
-if not torch.cuda.is_available():
-    print("needs CUDA")
-    sys.exit(0)
+require_cuda()
 
 
 def cuda_ms(fn, reps=7):
@@ -39,15 +37,6 @@ def cuda_ms(fn, reps=7):
         b.synchronize()
         times.append(a.elapsed_time(b))
     return sorted(times)[len(times) // 2]
-
-
-def step(i, what, fn):
-    t = time.perf_counter()
-    try:
-        fn()
-    except Exception as err:  # a fact to learn, not a failure of the probe
-        print(f"{i}. {what}: {type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
-    print(f"   ({time.perf_counter() - t:.1f} s)")
 
 
 def main():

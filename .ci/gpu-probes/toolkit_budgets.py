@@ -12,23 +12,12 @@ rule's minimum fitted). Expected: wall time <= budget + one call + a few ms.
 3. noise.compare_lesson on lesson 03's training step at the thread's shape, its forum variants, max_time 3 s
    (the claim test's call at group size 32, without GroupedLinear(auto) and its tuning).
 """
-import sys
 import time
 
 import torch
+from _probe import require_cuda, step  # .ci/gpu-probes/_probe.py (the probe's own folder is on sys.path)
 
-if not torch.cuda.is_available():
-    print("needs CUDA")
-    sys.exit(0)
-
-
-def step(i, what, fn):
-    t = time.perf_counter()
-    try:
-        fn()
-    except Exception as err:  # a fact to learn, not a failure of the probe
-        print(f"{i}. {what}: {type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
-    print(f"   ({time.perf_counter() - t:.1f} s)")
+require_cuda()
 
 
 def main():
