@@ -44,19 +44,33 @@ def run_one(path: Path, dest: Path, timeout: float, allow_errors: bool,
     def left() -> float:  # a cell's timeout: its own, or what the deadline leaves (never 0: that is "none")
         return timeout if deadline is None else max(0.1, min(timeout, deadline - time.monotonic()))
 
-    nb = nbformat.read(path, as_version=4)
     times: dict[int, float] = {}
-    client = NotebookClient(nb, timeout=timeout, timeout_func=lambda cell: left(), kernel_name="python3",
-                            allow_errors=allow_errors, startup_timeout=max(1, min(60, int(left()))),
-                            shutdown_kernel="immediate", resources={"metadata": {"path": str(path.parent)}})
     started: dict[int, float] = {}
-    client.on_cell_execute = lambda cell, cell_index: started.__setitem__(cell_index, time.perf_counter())
-    client.on_cell_executed = lambda cell, cell_index, execute_reply: times.__setitem__(
-        cell_index, time.perf_counter() - started.get(cell_index, time.perf_counter()))
+
+    def new_client():
+        client = NotebookClient(nbformat.read(path, as_version=4), timeout=timeout,
+                                timeout_func=lambda cell: left(), kernel_name="python3", allow_errors=allow_errors,
+                                startup_timeout=max(1, min(60, int(left()))), shutdown_kernel="immediate",
+                                resources={"metadata": {"path": str(path.parent)}})
+        client.on_cell_execute = lambda cell, cell_index: started.__setitem__(cell_index, time.perf_counter())
+        client.on_cell_executed = lambda cell, cell_index, execute_reply: times.__setitem__(
+            cell_index, time.perf_counter() - started.get(cell_index, time.perf_counter()))
+        return client
+
+    client = new_client()
     t0 = time.perf_counter()
     problem, word = "", "FAILED"
     try:
-        client.execute()
+        try:
+            client.execute()
+        except RuntimeError as err:
+            # Two kernels started at once can pick the same TCP port ("Kernel died before replying to
+            # kernel_info": ZMQError, address in use; CI's three legs side by side). A kernel that never
+            # started ran no cell: start it once more.
+            if started or "Kernel died before replying" not in str(err) or left() < 5:
+                raise
+            client = new_client()
+            client.execute()
     except CellTimeoutError:
         cell = max(started) if started else -1
         times[cell] = time.perf_counter() - started.get(cell, t0)
@@ -72,6 +86,7 @@ def run_one(path: Path, dest: Path, timeout: float, allow_errors: bool,
         if deadline is not None and time.monotonic() >= deadline - 0.5:
             word, problem = "STOPPED", f"{why or 'its time'} ran out ({problem})"
     seconds = time.perf_counter() - t0
+    nb = client.nb
     nbformat.write(nb, dest)
     errs = _errors(nb)
     if errs:
