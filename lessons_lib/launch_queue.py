@@ -71,14 +71,16 @@ class Timeline:
         return self.gpu_busy / self.total if self.total else 0.0
 
 
-def schedule(ops: list[Op], queue_depth: int = QUEUE_DEPTH, sync_cost: float = 0.0) -> Timeline:
+def schedule(ops: list[Op], queue_depth: int = QUEUE_DEPTH, sync_cost: float | None = None) -> Timeline:
     """Issue `ops` in order from one host thread into one stream; return who did what, when.
 
     Rules: the host issues one op after another, each taking `op.cpu`; an op's device work
     starts when it has been issued and the previous op has finished on the device; a launch
     finds the queue full when `queue_depth` ops are issued but unfinished, and then waits for
-    the oldest; `sync=True` makes the host wait until the device is idle, plus `sync_cost`.
+    the oldest; `sync=True` makes the host wait until the device is idle, plus `sync_cost` (SYNC_COST: a GPU's
+    round trip, when None; 0 for a pretend GPU whose rules are being shown alone).
     """
+    sync_cost = SYNC_COST if sync_cost is None else sync_cost
     if queue_depth < 1:
         raise ValueError(f"queue_depth must be at least 1, got {queue_depth}.")
     cpu, gpu_free = 0.0, 0.0
@@ -116,25 +118,34 @@ def per_step(ops: list[Op], steps: int = 8, queue_depth: int = QUEUE_DEPTH) -> f
 # A CUDA graph changes the host's side: one launch for the whole graph instead of one dispatch
 # and one launch per kernel. The device still runs every kernel, with slightly shorter gaps.
 #
-# Launch costs are not in any datasheet. These are ASSUMPTIONS (orders of magnitude, the same for
-# every preset), not measurements:
-#   KERNEL_LAUNCH: host time of a CUDA op beyond the dispatch a CPU op pays (which the course
-#       measures: roofline.overhead): device guard, caching allocator, cudaLaunchKernel. NVIDIA's blog ("Getting Started with CUDA
-#       Graphs", 2019) measures a few µs per launch on a V100 host.
-#   KERNEL_MIN: the shortest a kernel takes on the device (start-up, one wave, the tail).
-#   STREAM_GAP, GRAPH_GAP: the device's idle time between two kernels issued one by one into a
-#       stream, and between two kernels of a graph (the same blog: about 1 µs and under 0.5 µs).
-#   GRAPH_LAUNCH: host time of one replay: Python, CUDAGraph.replay and cudaGraphLaunch (CUDA 12
+# Launch costs are not in any datasheet. Where a GPU run measured one, the figure is the H200's (NVIDIA H200,
+# torch 2.11, 16-core host, 2026-11-26: .ci/gpu-runs/h200-2026-11-26-b/ and lessons_lib/reference/h200.json), used
+# for every preset: a measurement on one machine, an assumption on the others. The rest are ASSUMPTIONS.
+#   KERNEL_LAUNCH (measured, derived): host time of a CUDA op beyond the dispatch a CPU op pays: the H200 host's
+#       one-element add on the GPU, 7.3 µs (roofline.ASSUMED_LAUNCH), less the same add on its CPU, 1.18 µs
+#       (h200.json 05_cuda_graphs "dispatch_s"): device guard, caching allocator, cudaLaunchKernel.
+#   KERNEL_MIN (measured): the shortest a kernel runs on the device. torch.profiler's trace of lesson 07's loops
+#       on the H200 shows its shortest kernels at 0.71-0.81 µs (call1-probes.log, lines 79-80: an elementwise
+#       kernel, a memset, a scal). The course assumed 2 µs before.
+#   STREAM_GAP, GRAPH_GAP (assumed): the device's idle time between two kernels issued one by one into a stream,
+#       and between two kernels of a graph (NVIDIA's blog "Getting Started with CUDA Graphs", 2019: about 1 µs and
+#       under 0.5 µs). On the H200 replays of 38 and 78 kernels took 82 and 152 µs (h200.json 05_cuda_graphs), about
+#       2 µs a kernel: this model's 1.25 µs a kernel is a floor 40% under them (its error, stated, not fitted away).
+#   GRAPH_LAUNCH (assumed): host time of one replay: Python, CUDAGraph.replay and cudaGraphLaunch (CUDA 12
 #       launches a straight-line graph in constant time, NVIDIA's CUDA 12.0 notes).
+#   SYNC_COST (reported): what a host sync costs beyond draining the queue: the host's wait for the device's
+#       signal and its wake-up. Issue 33's review of the H200 run gives 10-30 µs a round trip; no committed log
+#       holds it (.ci/gpu-probes/launch_constants.py measures it). The course priced a sync at nothing before.
 # Known to be wrong: kernels that do not fill the GPU (the roofline assumes every kernel reaches
 # the datasheet peak), clock boost and throttling, the caching allocator's host time (graphs skip
-# it: a replay allocates nothing), autograd's per-node host time beyond one dispatch, and the copy
-# kernels into a graph's static inputs.
-KERNEL_LAUNCH = 4e-6
-KERNEL_MIN = 2.0e-6
+# it: a replay allocates nothing), autograd's per-node host time beyond one dispatch (a tiny forward and backward,
+# nn.Linear(1, 1), took 227 µs for 17 aten ops on the H200: 13 µs an op), and the copies into a graph's inputs.
+KERNEL_LAUNCH = 6.1e-6
+KERNEL_MIN = 0.75e-6
 STREAM_GAP = 1.0e-6
 GRAPH_GAP = 0.5e-6
 GRAPH_LAUNCH = 10e-6
+SYNC_COST = 20e-6
 PRESETS = ("T4", "A100", "H100")  # the GPUs the course names: Colab's T4 and two datacenter parts
 
 
@@ -270,4 +281,4 @@ class SimulatedGPU:
 
 __all__ = ["Op", "Slot", "Timeline", "schedule", "per_step", "SimulatedGPU", "ManualClock", "WallClock", "wait_until", "QUEUE_DEPTH", "Preset",
            "preset", "PRESETS", "eager_ops", "graph_ops", "KERNEL_LAUNCH", "KERNEL_MIN", "STREAM_GAP", "GRAPH_GAP",
-           "GRAPH_LAUNCH"]
+           "GRAPH_LAUNCH", "SYNC_COST"]

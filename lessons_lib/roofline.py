@@ -170,10 +170,13 @@ DATASHEET = {
 }
 # The GPUs the course's model records and presets name: Colab's T4 and two datacenter parts.
 MODEL_GPUS = ("T4", "A100", "H100")
-# Seconds per dispatched op when nothing is measured (model files). An ASSUMPTION, not a datasheet
-# figure: one eager PyTorch op costs a few µs of host time (Python, dispatch, allocation, launch)
-# on a fast host, more on Colab's; 5 µs is used for every GPU. Measure it with `overhead`.
-ASSUMED_LAUNCH = {name: 5e-6 for name in DATASHEET}
+# Seconds per dispatched op when nothing is measured (model files): host time, not a datasheet figure. MEASURED
+# on one host, the H200's (2026-11-26): a one-element add on the GPU took 6.9-7.6 µs in four measurements, median
+# 7.3 (call1-probes.log line 56; h200.json's "launch" of lessons 01, 04, 05, 07 and 04's overhead table), and is
+# used for every GPU: on another host (Colab's is slower) it is an assumption. It was an assumed 5 µs before.
+# A training step pays more per op (autograd; h200.json: 13 µs an op for nn.Linear(1, 1) forward + backward).
+# Measure it with `overhead`.
+ASSUMED_LAUNCH = {name: 7.3e-6 for name in DATASHEET}
 
 
 _tf32_on = trace.tf32_allowed  # whether float32 matmuls may use TF32 now (PyTorch's default: no)
@@ -236,7 +239,7 @@ def datasheet(name: str, dtype: torch.dtype = torch.float32, tf32: bool | None =
             tf32_rate = tf32_peak * 1e12 if dtype == torch.float32 and tf32_peak else None
             return Peaks(tf * 1e12, gbs * 1e9, ASSUMED_LAUNCH[key],
                          f"datasheet ({key}: {tf:g} TFLOP/s {how}, {gbs:g} GB/s; "
-                         f"{ASSUMED_LAUNCH[key] * 1e6:g} µs per op assumed)", tf32=tf32_rate, cuda=True)
+                         f"{ASSUMED_LAUNCH[key] * 1e6:g} µs per op, the H200 host's)", tf32=tf32_rate, cuda=True)
     return None
 
 

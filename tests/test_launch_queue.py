@@ -4,6 +4,7 @@ import time
 import pytest
 import torch
 
+from lessons_lib import launch_queue
 from lessons_lib.launch_queue import ManualClock, Op, SimulatedGPU, schedule
 from lessons_lib.syncs import host_syncs
 
@@ -82,7 +83,7 @@ def test_simulated_gpu_follows_the_model_on_a_manual_clock():
         gpu.launch(op.gpu)
         if op.sync:
             gpu.synchronize()
-    assert clock.now() == pytest.approx(schedule(ops, queue_depth=2).cpu_end)
+    assert clock.now() == pytest.approx(schedule(ops, queue_depth=2, sync_cost=0.0).cpu_end)  # its sync_cost: 0
 
 
 def test_simulated_gpu_on_the_wall_clock_waits_at_least_its_queued_work():
@@ -182,3 +183,10 @@ def test_an_unknown_preset_is_refused_with_the_known_names():
 def test_per_step_refuses_zero_steps():
     with pytest.raises(ValueError, match="steps"):
         per_step(eager_ops(TWO, 1e-6, TOY), steps=0)
+
+
+def test_a_sync_costs_its_round_trip_by_default():
+    # A GPU's host sync is not free (SYNC_COST, reported on the H200): the default prices it, 0 turns it off.
+    ops = [Op("a", 1e-6, 1e-6, sync=True)]
+    assert schedule(ops).cpu_end == pytest.approx(2e-6 + launch_queue.SYNC_COST)
+    assert schedule(ops, sync_cost=0.0).cpu_end == pytest.approx(2e-6)

@@ -14,8 +14,8 @@ from .lessons import LESSON, _shape
 
 def machines_at(run, gpus=roofline.MODEL_GPUS) -> dict[str, dict[str, float]]:
     """{row label: {variant: seconds}} at the run's own shape: this machine's medians, then each GPU's
-    model floor (datasheet peaks, cuBLASLt's bias epilogue, 5 µs per op assumed): lower bounds, not
-    medians. Every label names its kind; `machines_figure` puts the one shape in the title."""
+    model floor (datasheet peaks, cuBLASLt's bias epilogue, roofline.ASSUMED_LAUNCH per op: the H200 host's
+    7.3 µs): lower bounds, not medians. Every label names its kind; `machines_figure` puts the one shape in the title."""
     rows = {f"this machine ({run.device.upper()}) · measured median": {n: t.median for n, t in run.timings.items()}}
     work = LESSON.work(run.params)
     for gpu in gpus:

@@ -17,8 +17,9 @@ def test_graphs_raise_pseudolinears_ratio_over_linear_as_in_the_thread():
 
 
 def test_graphs_gain_cap_by_hand_and_no_modelled_gain_exceeds_it():
-    # per kernel: host saves dispatch 2 µs + launch 4 µs; the device still spends 2 µs + 0.5 µs: ×2.4
-    assert evidence.graph_gain_cap(DISPATCH) == pytest.approx((2e-6 + 4e-6) / (2e-6 + 0.5e-6))
+    # per kernel: host saves dispatch 2 µs + the launch; the device still spends the shortest kernel + the graph's gap
+    lq = launch_queue
+    assert evidence.graph_gain_cap(DISPATCH) == pytest.approx((2e-6 + lq.KERNEL_LAUNCH) / (lq.KERNEL_MIN + lq.GRAPH_GAP))
     gain = evidence_reported.graph_gain("T4", dispatch=DISPATCH)
     assert list(gain)[0] == "reported" and len(gain["reported"]) == len(lessons.REPORTED_WIDTHS)
     assert gain["reported"][lessons.REPORTED_WIDTHS.index(512)] == pytest.approx(1.7432 / 0.4413, rel=1e-3)
