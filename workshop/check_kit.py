@@ -23,6 +23,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -30,167 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 KIT = ROOT / "workshop"
 REF = ROOT / "lessons_lib" / "reference"
 
-# (kit page, the phrase as the kit writes it, notebook stem, a pattern one cell of that notebook matches,
-#  fact: the same on every run, so it must hold in the notebook as it is now too)
-NOTEBOOK_QUOTES: list[tuple[str, str, str, str, bool]] = [
-    ("README.md", "`backend Slow2d`", "03_grouped_linear", r"on cpu \(float32, 1 thread\): backend Slow2d", False),
-    ("slides.md", "`backend Slow2d`", "03_grouped_linear", r"on cpu \(float32, 1 thread\): backend Slow2d", False),
-    ("LESSONS.md", "`backend Slow2d`", "03_grouped_linear", r"on cpu \(float32, 1 thread, training\): backend Slow2d", False),
-    ("slides.md", "17.3 ms", "03_grouped_linear", r"H200.*17\.3 ms with cuDNN's TF32", True),
-    ("slides.md", "21.8 ms", "03_grouped_linear", r"and 21\.8 ms in full float32", True),
-    ("slides.md", "1.34 ms", "03_grouped_linear", r"against 1\.34 ms for the stacked matmul", True),
-    ("slides.md", "65 ops against 1", "03_grouped_linear", r"loop \(SlowGroups\)\s+65\s.*\n\s*grouped Conv1d\s+1\s", True),
-    ("slides.md", "6.58 ms", "07_capstone", r"H200.*the original 6\.58 ms a step", True),
-    ("slides.md", "2.09 ms", "07_capstone", r"the fixed loop eager 2\.09 ms", True),
-    ("slides.md", "0.454 ms: 14.5×", "07_capstone", r"the shipped graph 0\.454 ms: 14\.5× the original", True),
-    ("slides.md", "about 1.2 ms", "07_capstone", r"GPU busy in kernels for about 1\.2 ms of its 6\.6", True),
-    ("slides.md", "348.8 MiB", "01_broadcast_matmul", r"broadcast matmul .* 348\.8 MiB .*\neinsum .* 27\.1 MiB", True),
-    ("slides.md", "40.5 MiB", "07_capstone", r"bytes copied \(op trace\)\s+40\.5 MiB\s+1\.4 MiB", True),
-    ("slides.md", "39.9 MiB saved", "07_capstone", r"saved for backward, one batch \(ledger\)\s+39\.9 MiB\s+1\.2 MiB", True),
-    ("slides.md", "210 kernel launches", "07_capstone", r"kernel launches on a CUDA GPU .*\s210\s+47\s", True),
-    ("slides.md", "5 host syncs", "07_capstone", r"host syncs on a GPU \(sync detector, CUDA view\)\s+5(\.0)?\s+0(\.0)?\s", True),
-    ("LESSONS.md", "40.5 MiB copied per step against 1.4 MiB", "07_capstone",
-     r"bytes copied \(op trace\)\s+40\.5 MiB\s+1\.4 MiB", True),
-    ("LESSONS.md", "39.9 MiB saved for backward against 1.2 MiB", "07_capstone",
-     r"saved for backward, one batch \(ledger\)\s+39\.9 MiB\s+1\.2 MiB", True),
-    ("LESSONS.md", "6.58 ms a step, the fixed loop eager 2.09 ms, the shipped step (one CUDA graph) 0.454 ms",
-     "07_capstone", r"the original 6\.58 ms a step, the fixed loop eager 2\.09 ms, the shipped graph 0\.454 ms", True),
-    ("LESSONS.md", "2.78 ms to 0.31 ms eager and 0.325 ms as a graph", "07_capstone",
-     r"T4 · model: original 2\.78 ms, fixed 0\.31 ms, fixed as one graph 0\.325 ms \(210 vs 47 launches", False),
-    ("LESSONS.md", "8.6× on a T4, an A100 and an H100", "07_capstone", r"the model gives 8\.6× on a T4, an A100 and an H100", True),
-    ("LESSONS.md", "128.0 KiB, 25% of the 512.0 KiB saved", "07_capstone",
-     r"\(32x32x32\) kept for backward by SoftmaxBackward0\.result: 128\.0 KiB, 25% of the 512\.0 KiB saved", True),
-    ("README.md", "1.006× with long kernels", "05_cuda_graphs", r"eager took\s+1\.006× the replay alone", True),
-    ("slides.md", "eager took 1.006×", "05_cuda_graphs", r"eager took\s+1\.006× the replay alone", True),
-    ("README.md", "busy about 1.2 ms of its 6.58 ms step", "07_capstone",
-     r"the original 6\.58 ms a step.*GPU busy in kernels for about 1\.2 ms", True),
-    ("README.md", "(40.5 MiB copied a step)", "07_capstone", r"bytes copied \(op trace\)\s+40\.5 MiB", True),
-    ("README.md", "(14.5× the original)", "07_capstone", r"the shipped graph 0\.454 ms: 14\.5× the original", True),
-    ("README.md", "Conv1d 17.3 ms against 1.34 ms", "03_grouped_linear",
-     r"17\.3 ms with cuDNN's TF32.*against 1\.34 ms for the stacked matmul", True),
-    # facts the notebooks print the same on every run (also checked against the notebooks as they are now)
-    ("LESSONS.md", "predicts 6.82 s and 11.54 s", "00_timing_honestly", r"the model: 6\.82 s, then 11\.54 s", True),
-    ("slides.md", "6.82 s and\n11.54 s", "00_timing_honestly", r"the model: 6\.82 s, then 11\.54 s.*leaves 255 calls queued", True),
-    ("LESSONS.md", "6.18 s and 10.45 s model", "00_timing_honestly", r"the model: 6\.18 s, then 10\.45 s", True),
-    ("LESSONS.md", "1,107,427,328 bytes against 34,603,008", "02_autograd_memory",
-     r"strategy 1\s+yes\s+1,107,427,328 B.*strategy 2\s+yes\s+34,603,008 B", True),
-    ("LESSONS.md", "(predicted: 32.1 MiB held)", "02_autograd_memory", r"strategy 1\s+no\s+33,685,504 B \(32\.1 MiB\)", True),
-    ("LESSONS.md", "**352 against 7**", "03_grouped_linear",
-     r"training step \(forward \+ backward\):.*loop \(SlowGroups\)\s+352\s.*matmul, channels first\s+7\s", True),
-    ("LESSONS.md", "(896 ops at 64 groups against 7 with `foreach`)", "03_grouped_linear",
-     r"SlowGroups: 2·G tensors, for loop: 896 ops\nSlowGroups: 2·G tensors, foreach: 7 ops", True),
-    ("LESSONS.md", "(0.54 against 0.02 GFLOP in the trace)", "03_grouped_linear",
-     r"matmul, channels first\s+3\s.*0\.02\n.*block-diagonal\s+7\s.*0\.54", True),
-    ("LESSONS.md", "(the trace: 42 ops against 38 for a training step", "04_launch_overhead",
-     r"training step \(forward \+ backward\):.*PseudoLinear\s+38\s.*\naddcmul\s+42\s", True),
-    # notebook runs on this course's 2-core EPYC VM, as committed (machine-dependent: checked at the kit's commit)
-    ("LESSONS.md", "the Timer 2.6 ms against the harness's 16 ms on 2 threads", "00_timing_honestly",
-     r"Timer default\s+2\.6 ms.*\n\s*harness \(2 threads, as torch runs now\)\s+16 ms.*"
-     r"one thread ran 6\.1× faster than 2 threads: this machine's cores are busy", False),
-    ("LESSONS.md", "7.99 ms hot, 7.99 ms rotating 32 copies, 8 ms\n   flushed", "00_timing_honestly",
-     r"same input\s+7\.99 ms.*rotate 32 copies\s+7\.99 ms.*flush_cache=True\s+8 ms.*the two agree", False),
-    ("LESSONS.md", "348.8 MiB against einsum's 27.1 MiB", "01_broadcast_matmul",
-     r"broadcast matmul .* 348\.8 MiB .*\neinsum .* 27\.1 MiB", True),
-    ("LESSONS.md", "checkpointed step at 1.38× the posted\n   one (and the posted step at 52.1× einsum's)", "02_autograd_memory",
-     r"broadcast step vs einsum step: 52\.1× einsum's time\n\s*checkpointed vs posted step:\s+1\.38× the posted step", False),
-    ("LESSONS.md", "Conv1d\n   0.55× the loop's time, `auto` 0.50× (0.91× the Conv1d's); in the training step 0.35× and 0.31×",
-     "03_grouped_linear", r"forward, time over time: Conv1d / loop: 0\.55×; GroupedLinear\(auto\) / loop: 0\.50×; "
-     r"GroupedLinear\(auto\) / Conv1d: 0\.91×\.\ntraining step, time over time: Conv1d / loop: 0\.35×; "
-     r"GroupedLinear\(auto\) / loop: 0\.31×; GroupedLinear\(auto\) / Conv1d: 0\.89×", False),
-    ("LESSONS.md", "12.4× the stacked pair's", "03_grouped_linear", r"the step takes 12\.4× the stacked step's time", False),
-    ("LESSONS.md", "100 GFLOP/s and 27 GB/s", "04_launch_overhead", r"measured on AMD EPYC: 100 GFLOP/s .*, 27 GB/s", False),
-    ("LESSONS.md", "Linear compute-bound at 522 µs and PseudoLinear\n   memory-bound at 95.7 µs (measured there, forward: 557 µs and 45.9 µs)",
-     "04_launch_overhead", r"Linear\s+4\s+52\.4\s+2\.89\s+522 µs .* compute\s+557 µs.*\nPseudoLinear\s+8\s.*95\.7 µs .* memory\s+45\.9 µs",
-     False),
-    ("LESSONS.md", "PseudoLinear 3.75× as fast as Linear as posted, 7.99× with the posted\n   benchmark's mistakes fixed",
-     "04_launch_overhead", r"posted benchmark: PseudoLinear is 3\.75× as fast as Linear.*\nfixed benchmark:\s+PseudoLinear is 7\.99× as fast",
-     False),
-    ("LESSONS.md", "1.04 µs for a 1-element add", "04_launch_overhead", r"A 1-element add costs 1\.04 µs", False),
-    ("LESSONS.md", "allocator's share at 1.55×", "04_launch_overhead",
-     r"allocator: eager with new outputs over eager into reused buffers, 1\.55× \(1 thread\)", False),
-    ("LESSONS.md", "fusion alone at 3.01× against the 8.0× bytes bound", "04_launch_overhead",
-     r"fusion alone \(compiled over eager into reused buffers\): 3\.01× faster, against the bytes bound of 8\.0×", False),
-    ("README.md", "where the notebook's own run measured 52.09 ms", "07_capstone", r"original\s+52\.09 ms\s+49\.2 MiB", False),
-    ("README.md", "tracing and compiling, took 1.7 s", "04_launch_overhead",
-     r"torch\.compile \(backend 'inductor'\): first call, tracing and compiling, took 1\.7 s", False),
-    ("LESSONS.md", "predicts 2.02× (model, with the 1.08 µs of\n   dispatch per op", "05_cuda_graphs",
-     r"1\.08 µs dispatch per op measured here\): PseudoLinear step at width 256, batch 64, layers 8, 78 ops .*predicted 2\.02×",
-     False),
-    ("LESSONS.md", "×2.03 with the\n   dispatch of notebook 05's committed run", "05_cuda_graphs", r"with this host's dispatch: ×2\.03", False),
-    ("LESSONS.md", "eager 1.31 ms, the graph 152 µs: 8.6×", "05_cuda_graphs", r"eager at 1\.31 ms, the graph at\s+152 µs \(8\.6×\)",
-     True),
-    ("LESSONS.md", "cat once 25× faster than the loop", "06_data_movement",
-     r"at 64 pieces \(5 paired rounds\): cat once is 25× faster than cat in a loop", False),
-    ("LESSONS.md", "6.32 µs, about 1.8 hours", "06_data_movement", r"\(6\.32 µs per element\).*≈ 1\.8 h", False),
-    ("LESSONS.md", "took 52.09 ms a step for the original and 8.03 ms after the GEMM fix (5.13×)", "07_capstone",
-     r"original\s+52\.09 ms\s+49\.2 MiB\n\+ gemm\s+8\.03 ms\s+5\.13× faster", False),
-    ("LESSONS.md", "9.64× with every fix", "07_capstone", r"all fixes: 9\.64× faster than the original", False),
-    ("LESSONS.md", "1.6 MiB with every fix", "07_capstone", r"\+ loop\s+[\d.]+ ms\s+.*\s1\.6 MiB", False),
-    ("LESSONS.md", "49.2 MiB for the original", "07_capstone", r"original\s+[\d.]+ ms\s+49\.2 MiB", False),
-]
-
-# (kit page, the phrase as the kit writes it, recorded file, key path, scale, format)
-RECORDED_QUOTES: list[tuple[str, str, str, str, float, str]] = [
-    ("slides.md", "18.5 µs", "h200.json", "00_timing/demos/no_sync/wrong/median", 1e6, "{:.1f} µs"),
-    ("slides.md", "2.67 ms", "h200.json", "00_timing/demos/no_sync/honest/median", 1e3, "{:.2f} ms"),
-    ("slides.md", "97.3 ms", "h200.json", "00_timing/demos/first_call/wrong/median", 1e3, "{:.1f} ms"),
-    ("slides.md", "0.366 ms", "h200.json", "01_broadcast_matmul/headline/variants/broadcast matmul/median", 1e3,
-     "{:.3f} ms"),
-    ("slides.md", "0.476 ms", "h200.json", "01_broadcast_matmul/headline/variants/loop/median", 1e3, "{:.3f} ms"),
-    ("slides.md", "0.054 ms", "h200.json", "01_broadcast_matmul/headline/variants/einsum/median", 1e3, "{:.3f} ms"),
-    ("slides.md", "| 1024 MiB | 2096 MiB |", "h200.json",
-     "02_autograd_memory/headline/metrics/broadcast matmul/backward peak (MiB)", 1, "| 1024 MiB | {:.0f} MiB |"),
-    ("slides.md", "| 0 MiB | 48 MiB |", "h200.json",
-     "02_autograd_memory/headline/metrics/einsum/backward peak (MiB)", 1, "| 0 MiB | {:.0f} MiB |"),
-    ("slides.md", "0.224 ms", "h200.json", "04_launch_overhead/headline/variants/Linear/median", 1e3, "{:.3f} ms"),
-    ("slides.md", "0.130 ms", "h200.json", "04_launch_overhead/headline/variants/PseudoLinear/median", 1e3,
-     "{:.3f} ms"),
-    ("slides.md", "0.067 ms", "h200.json", "04_launch_overhead/headline/variants/addcmul/median", 1e3, "{:.3f} ms"),
-    ("slides.md", "7.6 µs", "h200.json", "04_launch_overhead/overhead/1-element add/median", 1e6, "{:.1f} µs"),
-    ("slides.md", "1.31 ms", "h200.json", "05_cuda_graphs/overhead_bound/variants/eager/median", 1e3, "{:.2f} ms"),
-    ("slides.md", "0.152 ms", "h200.json", "05_cuda_graphs/overhead_bound/variants/CUDA graph/median", 1e3,
-     "{:.3f} ms"),
-    ("slides.md", "1.96 ms / 0.060 ms", "h200.json", "06_data_movement/headline/variants/cat in a loop/median", 1e3,
-     "{:.2f} ms / 0.060 ms"),
-    ("slides.md", "13.3 GB/s / 53.4 GB/s", "h200.json", "06_data_movement/transfers/host → device, pageable/gbs", 1,
-     "{:.1f} GB/s / 53.4 GB/s"),
-    ("slides.md", "4.50 ms / 0.167 ms", "h200.json", "06_data_movement/seed_example1/as posted/median", 1e3,
-     "{:.2f} ms / 0.167 ms"),
-    ("LESSONS.md", "7.43 ms and 7.74 ms a step", "h200.json", "07_capstone/waterfall/stages/original/median_per_step",
-     1e3, "{:.2f} ms and 7.74 ms a step"),
-    ("LESSONS.md", "every fix 3.20×", "h200.json", "07_capstone/waterfall/total/median", 1, "every fix {:.2f}×"),
-    ("LESSONS.md", "159.5 ms per step for the original", "amd-epyc.json",
-     "07_capstone/waterfall/stages/original/median_per_step", 1e3, "{:.1f} ms per step for the original"),
-    ("README.md", "at 159.5 ms a step", "amd-epyc.json", "07_capstone/waterfall/stages/original/median_per_step", 1e3,
-     "at {:.1f} ms a step"),
-    ("LESSONS.md", "4.28×, decided", "amd-epyc.json", "07_capstone/waterfall/total/median", 1, "{:.2f}×, decided"),
-    ("LESSONS.md", "the Timer 1.79 ms against the harness's 0.303 ms", "h200.json", "00_timing/demos/one_thread/wrong/median",
-     1e3, "the Timer {:.2f} ms against the harness's 0.303 ms"),
-    ("LESSONS.md", "the Timer 1.66 ms against 7.99 ms", "intel-r-xeon-r-processor.json",
-     "00_timing/demos/one_thread/honest/median", 1e3, "the Timer 1.66 ms against {:.2f} ms"),
-    ("LESSONS.md", "10.8 µs hot, 11.3 µs rotating 8 copies", "h200.json", "00_timing/demos/hot_cache/wrong/median", 1e6,
-     "{:.1f} µs hot, 11.3 µs rotating 8 copies"),
-    ("LESSONS.md", "broadcast 0.366 ms, the loop\n   0.476 ms, einsum 0.054 ms", "h200.json",
-     "01_broadcast_matmul/headline/variants/loop/median", 1e3, "broadcast 0.366 ms, the loop\n   {:.3f} ms, einsum 0.054 ms"),
-    ("LESSONS.md", "times the\n   checkpointed step at 3.58 ms", "h200.json", "02_autograd_memory/headline/variants/checkpointed/median",
-     1e3, "times the\n   checkpointed step at {:.2f} ms"),
-    ("LESSONS.md", "PseudoLinear 68.9 µs at batch 256", "h200.json", "04_launch_overhead/sweeps/batch/variants/PseudoLinear/median/0",
-     1e6, "PseudoLinear {:.1f} µs at batch 256"),
-    ("LESSONS.md", "pre-allocate and fill 2.11 ms", "h200.json",
-     "06_data_movement/headline/variants/preallocate + fill/median", 1e3, "pre-allocate and fill {:.2f} ms"),
-    ("LESSONS.md", "6.85 µs for `a + b`", "h200.json", "06_data_movement/inplace/a + b (new output)/median", 1e6,
-     "{:.2f} µs for `a + b`"),
-    ("LESSONS.md", "20.5 µs per element over 100", "h200.json", "06_data_movement/elementwise/per_element", 1e6,
-     "{:.1f} µs per element over 100"),
-    ("LESSONS.md", "worst 1.09 (forward)", "amd-epyc.json", "03_grouped_linear/paired/forward/ratios/1/0", 1, "worst {:.2f} (forward)"),
-    ("LESSONS.md", "367 for the original, 346 after the GEMM\n   fix, 211 after GroupedLinear, 80 with every fix",
-     "h200.json", "07_capstone/headline/variants/original/launches", 1,
-     "{:.0f} for the original, 346 after the GEMM\n   fix, 211 after GroupedLinear, 80 with every fix"),
-    ("LESSONS.md", "to 1.8 MiB after the\n   fused chains and 9.5 MiB", "h200.json", "07_capstone/waterfall/stages/+ fused/peak_bytes",
-     2 ** -20, "to {:.1f} MiB after the\n   fused chains and 9.5 MiB"),
-    ("LESSONS.md", "then GroupedLinear\n   1.60×", "h200.json", "07_capstone/waterfall/ratios/+ gemm -> + grouped/median", 1,
-     "then GroupedLinear\n   {:.2f}×"),
-]
+if str(KIT) not in sys.path:  # the quotes' module beside this file, also when a test loads this file by path
+    sys.path.insert(0, str(KIT))
+from kit_quotes import MESSAGE_QUOTES, NOTEBOOK_QUOTES, RECORDED_QUOTES  # noqa: E402
 
 
 def _git(*args: str) -> str | None:
@@ -264,7 +107,23 @@ def check_notebook_quotes(commit: str) -> list[str]:
                 where = "as it is now" if when is None else f"at commit {when}"
                 problems.append(f"workshop/{page} quotes {phrase!r}: notebook {stem} {where} has no cell matching "
                                 f"{pattern!r}")
+        if not fact:  # a measurement of that run: its numbers move, its wording must still be what the code prints
+            if (stem, None) not in cache:
+                nb = notebook(stem)
+                cache[stem, None] = cell_texts(nb) if nb is not None else None
+            shape = wording(pattern)
+            if cache[stem, None] is not None and not any(re.search(shape, c, re.S) for c in cache[stem, None]):
+                problems.append(f"workshop/{page} quotes {phrase!r} from notebook {stem}'s run at the kit's commit; "
+                                f"the notebook as it is now prints nothing of that wording (any numbers): {shape!r}")
     return problems
+
+
+def wording(pattern: str) -> str:
+    """The pattern with every number in it free: 'took 1\\.7 s' -> 'took [\\d.,]+ s' (the wording, not the value);
+    a ratio ('0\\.55×') may also be the noise rule's 'not decided ...' on another run."""
+    number = r"\d+(?:(?:\\\.|,)\d+)*"
+    pattern = re.sub(number + "×", lambda m: r"(?:[\d.,]+×|not decided[^;\n]*)", pattern)
+    return re.sub(r"(?<!\\)" + number, lambda m: r"[\d.,]+", pattern)
 
 
 def check_recorded_quotes() -> list[str]:
@@ -276,6 +135,112 @@ def check_recorded_quotes() -> list[str]:
             problems.append(f"{name} {path} now reads {wrote!r}, the kit quotes {phrase!r}")
         if phrase not in (KIT / page).read_text():
             problems.append(f"workshop/{page} no longer quotes {phrase!r} (drop it from check_kit.RECORDED_QUOTES)")
+    return problems
+
+
+# --- outputs the kit quotes, printed again now by the code that prints them ----------------------------------
+
+WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+FIXED = (("lr=0.1)", "lr=0.1, foreach=True)"), ("losses.append(loss.item())", "losses.append(loss.detach())"))
+
+
+def _diagnose(step: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lessons_lib.diagnose", f"{step}:train_step"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def check_diagnose_example() -> list[str]:
+    """README.md's "bring your own model" report: byom_step.py through diagnose now prints every line quoted, in
+    order, up to the blind spots (counted), with the exit status quoted; fixed as the text says, it prints no pitfall."""
+    text = (KIT / "README.md").read_text()
+    m = re.search(r"printed this in about\s+\d+\s+seconds \(exit status (\d): (\w+) pitfalls?\)[^`]*```\n(.*?)\n```",
+                  text, re.S)
+    if not m:
+        return ["workshop/README.md: no quoted diagnose report ('printed this in about N seconds (exit status S: "
+                "N pitfalls)' and a fenced block)"]
+    rc, count, quoted = int(m.group(1)), WORDS.get(m.group(2), -1), m.group(3).splitlines()
+    done = _diagnose(KIT / "byom_step.py")
+    printed, problems = done.stdout.splitlines(), []
+    if done.returncode != rc:
+        problems.append(f"diagnose on byom_step.py now exits {done.returncode}; README.md quotes exit status {rc}")
+    found = re.match(r"✗ (\d+) pitfalls? found", printed[0] if printed else "")
+    if not found or int(found.group(1)) != count:
+        problems.append(f"diagnose on byom_step.py now heads its report {printed[:1]}; README.md says {m.group(2)} "
+                        f"pitfalls")
+    cut = next((i for i, ln in enumerate(quoted) if re.match(r"\s+- \.\.\. \(the (\w+) blind spots", ln)), len(quoted))
+    for i, line in enumerate(quoted[:cut]):
+        now = printed[i] if i < len(printed) else "(nothing: the report ends before)"
+        if line != now:
+            problems.append(f"README.md's diagnose report, line {i + 1}, quotes\n    {line}\n  diagnose now prints\n"
+                            f"    {now}")
+    if cut < len(quoted):
+        said = WORDS.get(re.search(r"the (\w+) blind spots", quoted[cut]).group(1), -1)
+        blind = [ln for ln in printed[cut:] if ln.startswith("  - ")]
+        if len(blind) != said:
+            problems.append(f"README.md's diagnose report says {said} blind spots follow; diagnose now lists "
+                            f"{len(blind)}")
+    return problems + _check_fixed_example(text)
+
+
+def _check_fixed_example(text: str) -> list[str]:
+    m = re.search(r"the same command prints `(✓ [^`]*?)\.\.\.\)` and exits (\d)", re.sub(r"\s+", " ", text))
+    if not m:
+        return ["workshop/README.md no longer says what the fixed step prints ('the same command prints `✓ ...` "
+                "and exits 0')"]
+    source = (KIT / "byom_step.py").read_text()
+    for old, new in FIXED:
+        if old not in source:
+            return [f"workshop/byom_step.py has no {old!r}: say in check_kit.FIXED how the fixes apply now"]
+        source = source.replace(old, new)
+    with tempfile.TemporaryDirectory() as tmp:
+        step = Path(tmp) / "mystep.py"
+        step.write_text(source)
+        done = _diagnose(step)
+    head = done.stdout.splitlines()[:1]
+    if done.returncode != int(m.group(2)) or not head or not head[0].startswith(m.group(1)):
+        return [f"byom_step.py fixed as README.md says: diagnose now exits {done.returncode} with {head}; README.md "
+                f"quotes `{m.group(1)}...)` and exit status {m.group(2)}"]
+    return []
+
+
+def check_explorer_model_columns() -> list[str]:
+    """README.md's explorer table: each T4 model lower bound is what explorer_times.py computes now (exactly: it is
+    a model, the same on every machine), and each Sweep names the parameter the explorer sweeps first."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("explorer_times", KIT / "explorer_times.py")
+    times = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(times)
+    readme = (KIT / "README.md").read_text()
+    part = readme[readme.index("### How long an explorer run takes"):]
+    rows = {(r[0], r[1].split()[0]): r for r in _table_rows(part[:part.find("\n## ")], "0")}
+    dev, problems = times.device_mod.pick(), []
+    for key, name, make in times.EXPLORERS:
+        row = rows.get((key, f"`{name}`"))
+        if row is None:
+            problems.append(f"README.md's explorer table has no row for lesson {key}'s `{name}`")
+            continue
+        ex = make(dev)
+        first = ex.lesson.params[0].name
+        want = [c.replace(" (model lower bound)", "") for c in times.t4_lower_bounds(ex.lesson.key, first,
+                                                                                      ex.min_run_time)]
+        if row[4:6] != want:
+            problems.append(f"README.md's explorer table, lesson {key} `{name}`: T4 (model) {row[4:6]}; "
+                            f"explorer_times.py now prints {want}")
+        if f"({first})" not in row[3]:
+            problems.append(f"README.md's explorer table, lesson {key} `{name}`: its Sweep {row[3]!r} should name "
+                            f"({first}), the parameter it sweeps now")
+    return problems
+
+
+def check_message_quotes() -> list[str]:
+    import importlib.util
+    problems = []
+    for page, phrase, module, pattern in MESSAGE_QUOTES:
+        if phrase not in (KIT / page).read_text():
+            problems.append(f"workshop/{page} no longer quotes {phrase!r} (drop it from kit_quotes.MESSAGE_QUOTES)")
+        source = Path(importlib.util.find_spec(module).origin).read_text()
+        if not re.search(pattern, source):
+            problems.append(f"workshop/{page} quotes {phrase!r}; {module} no longer prints it (no {pattern!r})")
     return problems
 
 
@@ -353,7 +318,8 @@ def _lesson_list(text: str) -> list[str]:
 def problems() -> list[str]:
     commit = kit_commit()
     return (check_notebook_quotes(commit) + check_recorded_quotes() + check_run_all_table(commit)
-            + check_recorded_files_table())
+            + check_recorded_files_table() + check_message_quotes() + check_explorer_model_columns()
+            + check_diagnose_example())
 
 
 if __name__ == "__main__":
