@@ -21,7 +21,7 @@ CLEAN = _cases(cases_clean)
 
 def test_the_catalogue_is_big_enough_and_covers_every_kind():
     assert len(PITFALLS) >= 20 and len(CLEAN) >= 10
-    kinds = {kind for case in PITFALLS for _l, kind, _line in expected(case)}
+    kinds = {kind for case in PITFALLS for _l, kind, _line, _file in expected(case)}
     assert kinds == set(lessons_lib.diagnose.KINDS), set(lessons_lib.diagnose.KINDS) - kinds
     assert all(expected(case) for case in PITFALLS) and not any(expected(case) for case in CLEAN)
 
