@@ -304,10 +304,15 @@ def test_kit_covers_every_lesson_and_places_07_and_03():
     assert {m for m in re.findall(r"\*\*(\d\d)\*\*", full)} == set(LESSON_IDS), "the full day teaches every lesson"
     assert {"03", "07"} <= set(re.findall(r"\*\*(\d\d)\*\*", half)), "the half day has 03 (short) and 07"
     assert "Not in 90 minutes: lesson 07" in short, "90 minutes says why 07 is not in it"
-    for name, table in syllabi.items():  # each table's rows follow the clock without gaps
+    two = next(v for k, v in syllabi.items() if k.startswith("2 hours"))
+    assert {"00", "01", "04"} <= set(re.findall(r"\*\*(\d\d)\*\*", two)), "2 hours teaches what 90 minutes does"
+    for name, table in syllabi.items():  # each table's rows follow the clock without gaps, to the length it names
         times = re.findall(r"^\| (\d):(\d\d)–(\d):(\d\d) \|", table, re.M)
         for (a, b, c, d), (e, f, _, _) in zip(times, times[1:]):
             assert (int(c), int(d)) == (int(e), int(f)), f"{name}: {c}:{d} is followed by {e}:{f}"
+        length = re.search(r"(\d+(?:\.\d+)?) (minutes|hours)", name)
+        minutes = float(length.group(1)) * (1 if length.group(2) == "minutes" else 60)
+        assert int(times[-1][2]) * 60 + int(times[-1][3]) == minutes, f"{name}: the last row ends at the hour it names"
 
 
 def _slides() -> list[str]:
@@ -337,25 +342,52 @@ def test_slides_two_per_lesson_with_its_title_and_the_rules_of_thumb():
 
 
 def test_kit_quotes_match_their_sources():
-    """Figures quoted from a notebook match its committed output at the commit the kit names (and facts match it
-    now); figures from a recorded file match the file; the Run All and recorded-files tables match their sources."""
+    """Figures quoted from a notebook match its committed output at the commit the kit names (facts match it now,
+    measurements match it now in their wording); figures from a recorded file match the file; the recorded-files
+    table matches each file's meta."""
     check = _check_kit()
     if check._git("rev-parse", "--verify", f"{check.kit_commit()}^{{commit}}") is None:
         pytest.skip(f"no git history with commit {check.kit_commit()} here (an archive or a shallow clone)")
-    problems = check.problems()
+    problems = check.check_notebook_quotes(check.kit_commit()) + check.check_recorded_quotes() \
+        + check.check_recorded_files_table()
     assert not problems, "\n".join(problems)
 
 
-def test_byom_example_prints_what_the_kit_quotes():
-    readme = (KIT / "README.md").read_text()
-    quoted = readme[readme.index("printed this in about"):]
-    quoted = quoted[quoted.index("```\n") + 4:quoted.index("\n```", quoted.index("```\n") + 4)]
-    done = subprocess.run([sys.executable, "-m", "lessons_lib.diagnose", "workshop/byom_step.py:train_step"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    # the report's structure, as quoted: its head line, each finding's heading, line of code and fix (the evidence's
-    # wording may be refined without the kit going wrong)
-    printed = done.stdout.splitlines()
-    for line in quoted.splitlines():
-        if re.match(r"(✗|✓) |    at |    fix: ", line):
-            assert line in printed, f"the kit quotes a line diagnose no longer prints: {line}"
+def test_kit_quotes_what_the_code_prints_now():
+    """The diagnose report on byom_step.py (and on it fixed), the explorer table's T4 model bounds and the quoted
+    messages are what the code prints now, line by line (python workshop/check_kit.py --update rewrites the first
+    two)."""
+    out = _check_kit().kit_outputs
+    problems = out.check_diagnose_example() + out.check_explorer_model_columns() + out.check_message_quotes()
+    assert not problems, "\n".join(problems)
+
+
+def test_kit_run_all_table_is_the_measured_one():
+    problems = _check_kit().kit_outputs.check_run_all_table()
+    assert not problems, "\n".join(problems)
+
+
+def test_check_kit_catches_a_stale_output(tmp_path, monkeypatch):
+    """A kit whose report, T4 bound or Run All table is stale fails: each check reads the page it is given."""
+    out = _check_kit().kit_outputs
+    page = tmp_path / "README.md"
+    text = (KIT / "README.md").read_text()
+    report = out.REPORT.search(text).group(6).splitlines()
+    stale = text.replace(report[1], report[1] + " (an older wording)")
+    row = next(r for r in text.splitlines() if r.startswith("| 06 | `cat_explorer`"))
+    cells = row.split(" | ")
+    stale = stale.replace(row, " | ".join(cells[:5] + ["≥ 48.3 s"] + cells[6:]))
+    stale = stale.replace(out._module("run_all_times").END, "| 99 | 1 s |\n" + out._module("run_all_times").END)
+    page.write_text(stale)
+    monkeypatch.setattr(out, "README", page)
+    assert any("line 2, quotes" in p for p in out.check_diagnose_example())
+    assert any("lesson 06 `cat_explorer`: T4 (model)" in p for p in out.check_explorer_model_columns())
+    assert any("not the table of run_all_times.json" in p for p in out.check_run_all_table())
+    assert out.check_message_quotes() == []  # its pages are read from KIT, unchanged
+
+
+def test_check_kit_wording_frees_numbers_and_undecided_ratios():
+    wording = _check_kit().wording
+    shape = wording(r"Conv1d / loop: 0\.55×; took 1\.7 s on 2 threads")
+    assert re.search(shape, "Conv1d / loop: not decided on this run (spread 40%): rerun; took 11.9 s on 1 threads")
+    assert not re.search(shape, "Conv1d / loop: 0.5×; first call, tracing and compiling, took 11.9 s on 1 threads")

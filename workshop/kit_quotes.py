@@ -85,8 +85,6 @@ NOTEBOOK_QUOTES: list[tuple[str, str, str, str, bool]] = [
     ("LESSONS.md", "fusion alone at 3.01× against the 8.0× bytes bound", "04_launch_overhead",
      r"fusion alone \(compiled over eager into reused buffers\): 3\.01× faster, against the bytes bound of 8\.0×", False),
     ("README.md", "where the notebook's own run measured 52.09 ms", "07_capstone", r"original\s+52\.09 ms\s+49\.2 MiB", False),
-    ("README.md", "tracing and compiling, took 1.7 s", "04_launch_overhead",
-     r"torch\.compile \(backend 'inductor'\): first call, tracing and compiling, took 1\.7 s", False),
     ("LESSONS.md", "predicts 2.02× (model, with the 1.08 µs of\n   dispatch per op", "05_cuda_graphs",
      r"1\.08 µs dispatch per op measured here\): PseudoLinear step at width 256, batch 64, layers 8, 78 ops .*predicted 2\.02×",
      False),
@@ -175,7 +173,6 @@ MESSAGE_QUOTES: list[tuple[str, str, str, str]] = [
     ("README.md", "`Course check: ready`", "lessons_lib.doctor", r"Course check: ready"),
     ("README.md", "`NOT READY`", "lessons_lib.doctor", r"Course check: NOT READY"),
     ("README.md", "(status: \"this machine's peaks\")", "lessons_lib.widgets", r"this machine's peaks"),
-    ("README.md", '("the step could not run on meta (...); it ran once on your cpu tensors, for real")',
-     "lessons_lib.diagnose.run", r"the step could not run on meta \(\{ev\.error\}\); it ran once on your "
-                                 r"\{fallback\.device\} tensors, \"\s*\"for real"),
+    ("README.md", '("ran once, on meta copies of your objects: nothing ran for\n  real")', "lessons_lib.diagnose.report",
+     r"ran once, on meta copies of your objects: nothing ran for real"),
 ]
