@@ -203,7 +203,7 @@ def test_readme_links_the_kit_and_the_rooms():
 
 
 def test_kit_links_resolve():
-    for page in ("README.md", "LESSONS.md", "JUPYTERHUB.md"):
+    for page in ("README.md", "LESSONS.md", "JUPYTERHUB.md", "NOTES.md"):
         for link in _local_links(KIT / page):
             assert (KIT / link).exists(), f"workshop/{page} links to a missing {link}"
 
@@ -240,7 +240,7 @@ def test_kit_labels_every_gpu_figure_it_quotes():
             assert re.search(LABEL, sentence, re.I), sentence
 
 
-@pytest.mark.parametrize("page", ["README.md", "slides.md"])
+@pytest.mark.parametrize("page", ["README.md", "NOTES.md", "slides.md"])
 def test_slides_and_readme_label_every_gpu_figure(page):
     """In the slides and the README, a paragraph or table with a GPU's time names its kind (tables label their
     header or caption, so the unit checked is a block between blank lines)."""
@@ -252,15 +252,15 @@ def test_slides_and_readme_label_every_gpu_figure(page):
 def test_kit_names_only_reference_files_that_exist():
     """Measured figures are quoted with their file; a file the kit names must be on disk."""
     ref = ROOT / "lessons_lib" / "reference"
-    for page in ("README.md", "LESSONS.md", "JUPYTERHUB.md"):
+    for page in ("README.md", "LESSONS.md", "JUPYTERHUB.md", "NOTES.md"):
         text = (KIT / page).read_text()
         for name in set(re.findall(r"`([a-z0-9-]+\.json)`", text)):
             assert (ref / name).exists(), f"workshop/{page} names {name}, not in lessons_lib/reference/"
 
 
 def test_kit_explorer_times_label_the_t4_bound_as_a_model():
-    readme = (KIT / "README.md").read_text()
-    table = readme[readme.index("### How long an explorer run takes"):readme.index("## Colab on workshop day")]
+    notes = (KIT / "NOTES.md").read_text()
+    table = notes[notes.index("## How long an explorer run takes"):]
     assert "Run, T4 (model lower bound)" in table and "Sweep, T4 (model lower bound)" in table
     assert re.search(r"load average [\d.]+ at the start", table), "the measured columns need the load they ran under"
     script = (KIT / "explorer_times.py").read_text()
@@ -268,8 +268,8 @@ def test_kit_explorer_times_label_the_t4_bound_as_a_model():
 
 
 def test_kit_explorer_times_cover_every_explorer_and_the_first_half_precision_run():
-    readme = (KIT / "README.md").read_text()
-    table = readme[readme.index("### How long an explorer run takes"):readme.index("## Colab on workshop day")]
+    notes = (KIT / "NOTES.md").read_text()
+    table = notes[notes.index("## How long an explorer run takes"):]
     rows = {m.group(1) for m in re.finditer(r"^\| (\d\d) \| `", table, re.M)}
     assert rows == set(LESSON_IDS), f"explorer times for lessons {sorted(rows)}, the course has {LESSON_IDS}"
     assert "explorer(training=True)" in table, "lesson 03's second explorer, the training step"
@@ -368,22 +368,23 @@ def test_kit_run_all_table_is_the_measured_one():
 
 
 def test_check_kit_catches_a_stale_output(tmp_path, monkeypatch):
-    """A kit whose report, T4 bound or Run All table is stale fails: each check reads the page it is given."""
+    """A kit whose report, T4 bound or Run All table is stale fails: each check reads the pages it is given."""
     out = _check_kit().kit_outputs
-    page = tmp_path / "README.md"
-    text = (KIT / "README.md").read_text()
-    report = out.REPORT.search(text).group(6).splitlines()
-    stale = text.replace(report[1], report[1] + " (an older wording)")
-    row = next(r for r in text.splitlines() if r.startswith("| 06 | `cat_explorer`"))
+    end = out._module("run_all_times").END
+    readme, notes = (KIT / "README.md").read_text(), (KIT / "NOTES.md").read_text()
+    report = out.REPORT.search(readme).group(6).splitlines()
+    readme = readme.replace(report[1], report[1] + " (an older wording)").replace(end, "| 99 | 1 s |\n" + end)
+    row = next(r for r in notes.splitlines() if r.startswith("| 06 | `cat_explorer`"))
     cells = row.split(" | ")
-    stale = stale.replace(row, " | ".join(cells[:5] + ["≥ 48.3 s"] + cells[6:]))
-    stale = stale.replace(out._module("run_all_times").END, "| 99 | 1 s |\n" + out._module("run_all_times").END)
-    page.write_text(stale)
-    monkeypatch.setattr(out, "README", page)
+    notes = notes.replace(row, " | ".join(cells[:5] + ["≥ 48.3 s"] + cells[6:]))
+    for name, text in (("README", readme), ("NOTES", notes)):
+        (tmp_path / f"{name}.md").write_text(text)
+        monkeypatch.setattr(out, name, tmp_path / f"{name}.md")
     assert any("line 2, quotes" in p for p in out.check_diagnose_example())
     assert any("lesson 06 `cat_explorer`: T4 (model)" in p for p in out.check_explorer_model_columns())
     assert any("not the table of run_all_times.json" in p for p in out.check_run_all_table())
-    assert out.check_message_quotes() == []  # its pages are read from KIT, unchanged
+    assert out.update() == ["README.md's diagnose report", "NOTES.md's T4 columns of lesson 06 `cat_explorer`"]
+    assert not out.check_diagnose_example() and not out.check_explorer_model_columns()
 
 
 def test_check_kit_wording_frees_numbers_and_undecided_ratios():

@@ -34,13 +34,13 @@ NOTEBOOK_QUOTES: list[tuple[str, str, str, str, bool]] = [
     ("LESSONS.md", "8.6× on a T4, an A100 and an H100", "07_capstone", r"the model gives 8\.6× on a T4, an A100 and an H100", True),
     ("LESSONS.md", "128.0 KiB, 25% of the 512.0 KiB saved", "07_capstone",
      r"\(32x32x32\) kept for backward by SoftmaxBackward0\.result: 128\.0 KiB, 25% of the 512\.0 KiB saved", True),
-    ("README.md", "1.006× with long kernels", "05_cuda_graphs", r"eager took\s+1\.006× the replay alone", True),
+    ("NOTES.md", "1.006× with long kernels", "05_cuda_graphs", r"eager took\s+1\.006× the replay alone", True),
     ("slides.md", "eager took 1.006×", "05_cuda_graphs", r"eager took\s+1\.006× the replay alone", True),
-    ("README.md", "busy about 1.2 ms of its 6.58 ms step", "07_capstone",
+    ("NOTES.md", "busy about 1.2 ms of its 6.58 ms step", "07_capstone",
      r"the original 6\.58 ms a step.*GPU busy in kernels for about 1\.2 ms", True),
-    ("README.md", "(40.5 MiB copied a step)", "07_capstone", r"bytes copied \(op trace\)\s+40\.5 MiB", True),
+    ("NOTES.md", "(40.5 MiB copied a step)", "07_capstone", r"bytes copied \(op trace\)\s+40\.5 MiB", True),
     ("README.md", "(14.5× the original)", "07_capstone", r"the shipped graph 0\.454 ms: 14\.5× the original", True),
-    ("README.md", "Conv1d 17.3 ms against 1.34 ms", "03_grouped_linear",
+    ("NOTES.md", "Conv1d 17.3 ms against 1.34 ms", "03_grouped_linear",
      r"17\.3 ms with cuDNN's TF32.*against 1\.34 ms for the stacked matmul", True),
     # facts the notebooks print the same on every run (also checked against the notebooks as they are now)
     ("LESSONS.md", "predicts 6.82 s and 11.54 s", "00_timing_honestly", r"the model: 6\.82 s, then 11\.54 s", True),
@@ -167,12 +167,12 @@ RECORDED_QUOTES: list[tuple[str, str, str, str, float, str]] = [
 # (kit page, a message of the course's code as the kit quotes it, the module that prints it, a pattern its source
 #  must match): wording quoted from the code, checked against the code as it is now
 MESSAGE_QUOTES: list[tuple[str, str, str, str]] = [
-    ("README.md", "`not decided on this run (spread N%): rerun on a quieter machine`", "lessons_lib.noise",
+    ("NOTES.md", "`not decided on this run (spread N%): rerun on a quieter machine`", "lessons_lib.noise",
      r"not decided on this run \(spread \{spread:\.0%\}\): rerun on a quieter machine"),
-    ("README.md", '"not decided when recorded"', "lessons_lib.noise", r"not decided when recorded"),
+    ("NOTES.md", '"not decided when recorded"', "lessons_lib.noise", r"not decided when recorded"),
     ("README.md", "`Course check: ready`", "lessons_lib.doctor", r"Course check: ready"),
     ("README.md", "`NOT READY`", "lessons_lib.doctor", r"Course check: NOT READY"),
-    ("README.md", "(status: \"this machine's peaks\")", "lessons_lib.widgets", r"this machine's peaks"),
+    ("NOTES.md", "(status: \"this machine's peaks\")", "lessons_lib.widgets", r"this machine's peaks"),
     ("README.md", '("ran once, on meta copies of your objects: nothing ran for\n  real")', "lessons_lib.diagnose.report",
      r"ran once, on meta copies of your objects: nothing ran for real"),
 ]
