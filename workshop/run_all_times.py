@@ -1,9 +1,9 @@
 """How long Restart & Run All takes for every notebook, first runs included: at load, and with nothing of ours beside.
 
-    python workshop/run_all_times.py            # every notebook and solution, at load then quiet (about 20 minutes
-                                                # on a 2-core laptop); writes workshop/run_all_times.json
+    python workshop/run_all_times.py            # every notebook and solution, at load then quiet; writes
+                                                # workshop/run_all_times.json (31 minutes on 2 cores at load 10-24)
     python workshop/run_all_times.py --write    # the same, then puts the table into workshop/README.md
-    python workshop/run_all_times.py --table    # print the table from the recorded file (runs nothing)
+    python workshop/run_all_times.py --table [--write]   # the recorded file's table (runs nothing); into README
     python workshop/run_all_times.py --notebooks 03,07 --no-solutions --out /tmp/t.json   # some only
 
 Each notebook runs as a participant's first Run All does: a fresh kernel (nbclient, the executor of
@@ -193,6 +193,12 @@ def table(record: dict) -> str:
                 if c["compile_lines"]]
     if compiles:
         lines += ["", "The cells with a first compile, at load (the whole cell): " + ", ".join(compiles) + "."]
+    busiest = {c: max((max(r["load_start"], r["load_end"]) for r in runs[c].values()), default=0) for c in runs}
+    if busiest.get("quiet", 0) > m["cores"] + 1:  # two busy loops on its cores alone would give about cores + 1
+        lines += ["", f"Not quiet: other work beside these runs kept the load average up to {busiest['quiet']:.1f} "
+                      f"in the quiet runs and {busiest.get('at load', 0):.1f} at load, on {m['cores']} cores, busier "
+                      f"than two busy loops alone: every column is a busy machine's, and a laptop with free cores is "
+                      f"faster."]
     return "\n".join(lines)
 
 
@@ -211,10 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--at-load-only", action="store_true", help="leave the quiet runs out")
     ap.add_argument("--out", type=Path, default=OUT, help=f"where the record goes (default {OUT.name} beside this)")
     ap.add_argument("--write", action="store_true", help="also put the table into workshop/README.md")
-    ap.add_argument("--table", action="store_true", help="only print the table of the recorded file")
+    ap.add_argument("--table", action="store_true", help="measure nothing: the recorded file's table (--write: into "
+                    "README.md)")
     a = ap.parse_args(argv)
     if a.table:
-        print(table(json.loads(a.out.read_text())))
+        record = json.loads(a.out.read_text())
+        print(table(record))
+        if a.write:
+            write_readme(record)
         return 0
     record = measure(_stems(a.notebooks, not a.no_solutions), ["at load"] + ([] if a.at_load_only else ["quiet"]))
     a.out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
