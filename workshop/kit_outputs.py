@@ -189,6 +189,9 @@ def check_run_all_table() -> list[str]:
         missing = [s for s in lessons + [f"{s}_solution" for s in lessons] if s not in record["runs"].get(cond, {})]
         if missing:
             problems.append(f"workshop/{times.OUT.name} has no {cond} run of {', '.join(missing)}")
+    if "no line about a compile found" in times.table(record):
+        problems.append(f"workshop/{times.OUT.name}: a notebook of {', '.join(times.COMPILED)} printed no line about "
+                        "its first compile (a new wording? run_all_times.COMPILE_LINE)")
     block = text.split(times.BEGIN, 1)[1].split(times.END, 1)[0].strip() if times.BEGIN in text else None
     if block != times.table(record):
         problems.append("workshop/README.md's Run All table is not the table of run_all_times.json: "
