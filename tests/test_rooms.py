@@ -392,3 +392,31 @@ def test_check_kit_wording_frees_numbers_and_undecided_ratios():
     shape = wording(r"Conv1d / loop: 0\.55×; took 1\.7 s on 2 threads")
     assert re.search(shape, "Conv1d / loop: not decided on this run (spread 40%): rerun; took 11.9 s on 1 threads")
     assert not re.search(shape, "Conv1d / loop: 0.5×; first call, tracing and compiling, took 11.9 s on 1 threads")
+
+
+def test_run_all_times_table_names_each_runs_load_and_says_when_quiet_was_not():
+    times = _check_kit().kit_outputs._module("run_all_times")
+    run = {"seconds": 61.4, "ok": True, "load_start": 2.04, "load_end": 3.96,
+           "slow_cells": [{"cell": 31, "first_line": "x", "seconds": 12.3, "compile_lines": ["compiling took 11.9 s"]}]}
+    record = {"meta": {"cpu": "CPU", "cores": 2, "memory_gib": 8, "torch": "2.13", "date": "d", "commit": "c",
+                       "took_s": 600, "cold": "cold"},
+              "runs": {"at load": {"04_x": run, "04_x_solution": {**run, "seconds": 5.0}},
+                       "quiet": {"04_x": {**run, "load_start": 0.5, "load_end": 0.9}}}}
+    text = times.table(record)
+    assert "| 04 | 61 s | 2.0–4.0 | 61 s | 0.5–0.9 | 5 s | – |" in text
+    assert "first compile, at load (the whole cell): 04 12.3 s." in text and "Not quiet" not in text
+    record["runs"]["quiet"]["04_x"]["load_end"] = 9.0
+    assert "Not quiet: other work beside these runs kept the load average up to 9.0" in times.table(record)
+    record["runs"]["at load"]["04_x"]["slow_cells"] = []
+    assert "04 (no line about a compile found" in times.table(record)
+
+
+def test_run_all_times_busy_loops_end_with_the_block():
+    times = _check_kit().kit_outputs._module("run_all_times")
+    with pytest.raises(RuntimeError), times.busy_loops(2):
+        pids = [int(p) for p in subprocess.run(["pgrep", "-P", str(os.getpid())], capture_output=True,
+                                               text=True).stdout.split()]
+        assert len(pids) >= 2
+        raise RuntimeError("a failing notebook")
+    assert all(not Path(f"/proc/{p}").exists() or "Z" in Path(f"/proc/{p}/stat").read_text().split()[2]
+               for p in pids), "the busy loops outlived the measurement"
