@@ -27,7 +27,7 @@ FIRST_LOOK = 0.6  # share of the budget for timing every strategy once; the rest
 NEAR_TIE = 1.5  # a strategy within this factor of the fastest gets a second look (a burst of load on a
 # shared machine can slow one 20 ms measurement by a third)
 SECOND_LOOK = 3.0  # strategies within this factor of the fastest (and the usual winners) are timed twice
-MAX_FINALISTS = 3  # near-ties re-timed in paired rounds (3 short rounds at least, 5 within the budget: keep it small)
+MAX_FINALISTS = 3  # near-ties re-timed in paired rounds (the noise rule's 10 short rounds at least: keep it small)
 TUNE_BLOCK_S = 5e-4  # seconds per sample while tuning: short enough that a busy machine's scheduler
 # leaves most samples whole, so each strategy's fastest sample is its undisturbed speed (timing.measure)
 FINAL_ROUND_S = 2e-3  # seconds per finalist per paired round: neighbours in time see the same machine. With
@@ -55,6 +55,7 @@ class Choice:
     noisy: list[str] = field(default_factory=list)
     busy: str = ""  # why the machine looked busy while tuning ("" when it did not)
     rounds: int = 0  # paired rounds of the near-ties (what `medians` holds for them comes from those rounds)
+    undecided: list[str] = field(default_factory=list)  # near-ties the noise rule did not put behind `strategy`
     tf32: list[str] = field(default_factory=list)  # strategies whose float32 work ran in TF32 while timed
 
     def describe(self) -> str:
@@ -72,6 +73,9 @@ class Choice:
         if self.rounds:
             lines.append(f"  (times: each strategy's fastest sample; near-ties: from the paired ratios over "
                          f"{self.rounds} paired rounds in alternating order)")
+        if self.undecided:
+            lines.append(f"  not decided by the noise rule: {', '.join(self.undecided)} may be as fast as "
+                         f"{self.strategy!r} (its lead is within the rounds' interval; either choice is as good)")
         if self.tf32:
             lines.append(f"  TF32: {', '.join(self.tf32)} ran float32 work in TF32 here (10-bit mantissa; "
                          f"{_TF32_WHY}): faster, not as exact as the others")
@@ -299,14 +303,16 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
     finalists = sorted((n for n, m in medians.items() if m <= NEAR_TIE * min(medians.values())),
                        key=medians.get)[:MAX_FINALISTS]
     left = budget - (time.perf_counter() - t0)
-    rounds, spread = 0, 0.0
+    rounds, spread, undecided = 0, 0.0, []
     lead = None
     if len(finalists) > 1 and left > 0:
         calls = _calls(finalists, x, weight, bias, dim, training)
-        cmp = noise.compare(calls, rounds=5, max_rounds=15, max_time=left, statistic="least", block=TUNE_BLOCK_S,
+        # the noise rule's looks; the choice is made whatever they decide (auto must pick one), and says so
+        cmp = noise.compare(calls, max_time=left, statistic="least", block=TUNE_BLOCK_S,
                             min_run_time=FINAL_ROUND_S, device=x.device)
         rounds = len(cmp.rounds[finalists[0]])
         lead = _paired_leader(cmp, finalists) or min(finalists, key=cmp.median)  # (or: a cycle)
+        undecided = [n for n in finalists if n != lead and cmp.ratio(n, lead).faster != lead]
         # One scale for the whole table: the leader keeps its time from the looks (the others' too were
         # taken that way), the other finalists are that times their median paired ratio to it (what
         # decided). A round's few 2 ms samples give a larger "least" than a look's many.
@@ -315,7 +321,8 @@ def tune(x, weight, bias, dim: int = -1, training: bool | None = None, budget: f
         spread = max((cmp.ratio(n, lead).spread for n in finalists if n != lead), default=0.0)
     best = lead or min(medians, key=medians.get)
     choice = Choice(key, best, medians, skipped, time.perf_counter() - t0, noisy,
-                    _busy(spread, len(noisy), len(medians)), rounds, _tf32_strategies(x.device, dtype, medians))
+                    _busy(spread, len(noisy), len(medians)), rounds, undecided,
+                    _tf32_strategies(x.device, dtype, medians))
     if strategies is None:
         _CACHE[key] = _EXACT[exact] = choice
     return choice
