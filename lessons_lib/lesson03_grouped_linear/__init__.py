@@ -18,8 +18,10 @@ Which file holds what:
 - variants.py   the thread's code (its two typos fixed) and every fix, fn(x, weight, bias): what `show_source` renders
 - lessons.py    KEY, the thread's shape and figures, inputs, the training step, memory, LESSON and TRAIN_LESSON,
                 with_variants (GroupedLinear(auto) and the forum's baddbmm beside the variants)
-- evidence.py   reproduce the thread (and its precision model), TF32 labels, the GPU step model (the claim's bar);
-                the correctness of every strategy (and TF32's effect on the Conv1d's); grouped_mm
+- evidence.py   reproduce the thread (and its precision model), TF32 labels; the correctness of every strategy
+                (and TF32's effect on the Conv1d's); grouped_mm
+- step_model.py the GPU step model (the claim's bar): each step predicted from microbenchmarks measured apart from
+                it (a GEMM of each shape, a copy), on the GPU at hand or from the H200's efficiencies
 - inside.py     look inside: copies, GEMM shapes, the conv backend, the optimizer's ops, the loop's graphs, compile
 - crossover.py  the crossover map: the grid, the paired re-check, the table and heatmap, the recorded grids
 - explore.py    the explorer, `record` and `targets` (read by `python -m lessons_lib.record`)
@@ -34,7 +36,7 @@ from .variants import MultichannelLinear, SlowGroups, vmap_functional  # noqa: F
 from .lessons import KEY, LESSON, ODD_SHAPES, TRAIN_LESSON, with_variants  # noqa: F401
 from .evidence import (  # noqa: F401
     CHECK_SHAPE, check_all, conv_tf32_check, grouped_mm_report, grouped_mm_trace, precision_model, reported_table,
-    reproduce, reproduce_summary, stack_module_state_pitfall, step_model_table, tf32_note,
+    reproduce, reproduce_summary, reproduce_table, stack_module_state_pitfall, step_model_table, tf32_note,
 )
 from .inside import (  # noqa: F401
     compile_loop, conv_backend, copies_table, gemm_shapes, look_inside, loop_graphs, optimizer_ops,

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import noise, roofline, timing, trace
+from .. import claim_table, noise, roofline, timing, trace
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table
@@ -122,17 +122,35 @@ def _amp_dtype(amp: str, dev: torch.device) -> torch.dtype:
     return dt
 
 
+# The comparisons the reproduction's sentences make: (name in the sentence, numerator row, denominator row).
+_REPRODUCED = (("Conv1d / loop", "grouped Conv1d", "SlowGroups (loop)"),
+               ("GroupedLinear(auto) / loop", "GroupedLinear(auto)", "SlowGroups (loop)"),
+               ("GroupedLinear(auto) / Conv1d", "GroupedLinear(auto)", "grouped Conv1d"))
+
+
+def reproduce_ratios(ts: list) -> list[noise.Ratio]:
+    """Time over time of the three comparisons, one `Ratio` each through the noise rule (`noise.from_timings`:
+    the two medians, their spreads added), named by the table's rows: `reproduce_table` prints them and
+    `reproduce_summary` quotes them, so the two cannot disagree."""
+    by = {tm.label.removesuffix(" (TF32)"): tm for tm in ts}
+    return [dataclasses.replace(noise.from_timings(by[a], by[b]), num=by[a].label, den=by[b].label)
+            for _name, a, b in _REPRODUCED]
+
+
+def reproduce_table(t: dict) -> str:
+    """Each kind's timings with the ratios its sentences quote (`claim_table`)."""
+    return "\n\n".join(f"{kind}:\n" + claim_table.table(ts, reproduce_ratios(ts), how="ratio of the medians")
+                        for kind, ts in t.items())
+
+
 def reproduce_summary(t: dict, device=None) -> str:
     """What the reproduction shows here, in words that follow the numbers, through the noise rule: a
     ratio whose two timings spread too much is "not decided on this run" instead of a verdict. With the
     `device` it ran on, a GPU's TF32 note follows (`tf32_note`)."""
     lines = []
     for kind, ts in t.items():
-        by = {tm.label.removesuffix(" (TF32)"): tm for tm in ts}
-        slow, conv, fast = by["SlowGroups (loop)"], by["grouped Conv1d"], by["GroupedLinear(auto)"]
-        said = [f"{name}: " + noise.from_timings(a, b).say("{r:.2f}×", tie="{r:.2f}× (the same within 5%)")
-                for name, a, b in (("Conv1d / loop", conv, slow), ("GroupedLinear(auto) / loop", fast, slow),
-                                   ("GroupedLinear(auto) / Conv1d", fast, conv))]
+        said = [f"{name}: " + claim_table.say(r, "{x}", tie="{x} (the same within 5%)")
+                for (name, _a, _b), r in zip(_REPRODUCED, reproduce_ratios(ts))]
         lines.append(f"{kind}, time over time: " + "; ".join(said) + ".")
     conv_fwd = next((tm for tm in t.get("forward", []) if tm.label.startswith("grouped Conv1d")), None)
     conv_train = next((tm for tm in t.get("training step", []) if tm.label.startswith("grouped Conv1d")), None)
@@ -179,86 +197,15 @@ def precision_model(params: dict | None = None, gpus=roofline.MODEL_GPUS, traini
     shape = ", ".join(f"{k} {v}" for k, v in p.items())
     return (text_table(rows) + f"\n{'training step' if training else 'forward'} at {shape}; floors from datasheet "
             "peaks (float32: GEMMs without TF32, convolutions in TF32 where the GPU has it, PyTorch's defaults; "
-            "fp16/bf16 tensor cores) and an assumed 5 µs per op: a model, not a measurement.")
+            f"fp16/bf16 tensor cores) and {roofline.ASSUMED_LAUNCH['H100'] * 1e6:g} µs of host time per op (measured "
+            "on an H200's host): a model, not a measurement.")
 
 
-# --- the GPU step model: what "near its floor" means at the thread's shape -------------------------------
-# Each batched strategy's training step is 3 batched GEMMs (8.2 GFLOP each at the thread's shape) and a few
-# elementwise ops (bias add, bias gradient, layout copies). Traced on meta, its bytes are 1.5-2.6 GiB: on an
-# A100, H100 or H200 the memory floor is about the compute floor (float32 without TF32), so the step sits at
-# the ridge, not in the compute-bound regime. Kernels of one stream run one after another, and a GEMM at the
-# ridge with K = 100 cannot hide its loads behind its short inner loop: the model charges each kernel its FLOPs
-# at GEMM_EFFICIENCY of the fp32 peak *plus* its bytes at MEMORY_EFFICIENCY of the bandwidth.
-# Both efficiencies are fitted to the H200 (H200_MEASURED, the GPU probe of 2026-11-26). A first guess of 50% and
-# 80% modelled the step at 1.161 ms against 1.335 ms measured, and the forward GEMM at 0.338 ms against 0.430 ms.
-# That GEMM ran at 28% of the fp32 peak counting its FLOPs alone; with its bytes charged at the measured 73%,
-# its FLOPs ran at 37%. Fitted to the whole step, the three GEMMs run at 42% (dW's long reduction does better).
-# The model below uses 40%: 0.406 ms for that GEMM (measured 0.430) and 1.373 ms for the step (measured 1.335).
-GEMM_EFFICIENCY = 0.4  # float32 GEMMs on CUDA cores at K = N = 100 (H200: 37% forward, 42% over the step)
-MEMORY_EFFICIENCY = 0.75  # elementwise and copy kernels (H200: a 156 MiB copy at 73% of the datasheet bandwidth)
-STEP_VARIANTS = ("bmm, rows first", "matmul, channels first", "einsum")
-# Measured on an NVIDIA H200 (torch 2.11.0+cu130, CUDA 13.0), 2026-11-26, by .ci/gpu-probes/
-# lesson03_tf32_and_step_model.py, alone on the GPU: CUDA events, the median of 10 calls, at the thread's shape.
-H200_MEASURED = {
-    "date": "2026-11-26",
-    "gemm_ms": 0.430, "gemm_peak_share": 0.28,  # bmm batch 800 of 100×100 @ 100×512 (the channels-first forward)
-    "copy_gbs": 3496, "copy_bandwidth_share": 0.73,  # a 156 MiB copy
-    "step_ms": {"matmul, channels first": 1.335, "bmm, rows first": 2.095},  # the training step
-    "conv_step_ms": {"TF32": 17.34, "full float32": 21.84},  # grouped Conv1d's training step, cuDNN's two settings
-    "conv_error": {"TF32": 4.1e-4, "full float32": 2.0e-7},  # against float64 (tolerances 3.2e-2 and 3.2e-5)
-}
-
-
-def step_model(gpu, params: dict | None = None, variants=STEP_VARIANTS) -> dict[str, dict[str, float]]:
-    """Per variant, its training step at the thread's shape (traced on meta) against `gpu` (a datasheet
-    name, or `roofline.Peaks`), in seconds: `compute` and `memory`, the roofline's bounds of the whole step;
-    `floor`, their max (the roofline floor); `serial`, each kernel bound by its own regime, one after
-    another; `model`, each kernel paying compute / GEMM_EFFICIENCY + memory / MEMORY_EFFICIENCY (no
-    overlap). A model from peaks, not a measurement."""
-    peaks = gpu if isinstance(gpu, roofline.Peaks) else roofline.datasheet(gpu, torch.float32, tf32=False)
-    if peaks is None:
-        raise ValueError(f"No datasheet for {gpu!r}: name one of {sorted(roofline.DATASHEET)} or pass Peaks.")
-    lesson = dataclasses.replace(TRAIN_LESSON, variants=[TRAIN_LESSON.variant(v) for v in variants])
-    out = {}
-    for name, t in lesson.traces({**THREAD_SHAPE, **(params or {})}).items():
-        terms = peaks.terms(roofline.Work.from_trace(t))
-        out[name] = {"compute": terms["compute"], "memory": terms["memory"],
-                     "floor": max(terms["compute"], terms["memory"], terms["overhead"]),
-                     "serial": peaks.serial_time(t),
-                     "model": peaks.serial_time(t, GEMM_EFFICIENCY, MEMORY_EFFICIENCY, overlap=False)}
-    return out
-
-
-def step_model_table(gpus=(*roofline.MODEL_GPUS, "H200"), params: dict | None = None) -> str:
-    """`step_model` as a table for a few GPUs: the regime at the thread's shape and the modelled time, then what
-    the H200 measured at the thread's shape (H200_MEASURED), each figure labelled."""
-    rows = [("GPU (model)", "variant", "compute", "memory", "floor", "kernels one by one", "model")]
-    for gpu in gpus:
-        for name, m in step_model(gpu, params).items():
-            rows.append((gpu, name, *(timing.fmt_time(m[k]) for k in ("compute", "memory", "floor", "serial",
-                                                                       "model"))))
-    text = (text_table(rows) + "\ntraining step at the thread's shape, float32 without TF32, from datasheet peaks: "
-            f"model = each kernel's FLOPs at {GEMM_EFFICIENCY:.0%} of peak plus its bytes at {MEMORY_EFFICIENCY:.0%} "
-            "of bandwidth, one after another; a model, not a measurement.")
-    if params is None and "H200" in gpus:
-        text += "\n\n" + h200_measured()
-    return text
-
-
-def h200_measured() -> str:
-    """What an H200 measured at the thread's shape (H200_MEASURED) beside the model's figures: labelled measured."""
-    m, model = H200_MEASURED, step_model("H200")
-    steps = "; ".join(f"{name} {ms:.3f} ms (model {model[name]['model'] * 1e3:.3f} ms)"
-                      for name, ms in m["step_ms"].items())
-    conv = m["conv_step_ms"]
-    best = min(m["step_ms"].values())
-    return (f"measured (NVIDIA H200, {m['date']}, the course's GPU probe alone on the GPU, median of 10 calls):\n"
-            f"  one batched GEMM, batch 800 of 100×100 @ 100×512: {m['gemm_ms']:.3f} ms, {m['gemm_peak_share']:.0%} of "
-            f"the fp32 peak counting its FLOPs alone\n"
-            f"  a 156 MiB copy: {m['copy_gbs']} GB/s, {m['copy_bandwidth_share']:.0%} of the datasheet bandwidth\n"
-            f"  training step: {steps}\n"
-            f"  grouped Conv1d's training step: {conv['TF32']:.1f} ms in TF32 (cuDNN's default), "
-            f"{conv['full float32']:.1f} ms in full float32: {conv['TF32'] / best:.0f}× the fastest step above")
+# --- the GPU step model lives in step_model.py (re-exported here for the notebook and the tests) ----------
+from .step_model import (  # noqa: E402,F401
+    GEMM_EFFICIENCY, H200_MEASURED, MEMORY_EFFICIENCY, STEP_VARIANTS, h200_errors, h200_measured, predict, step_model,
+    step_model_table,
+)
 
 
 # --- fix: correctness of every strategy -------------------------------------------------------------------
