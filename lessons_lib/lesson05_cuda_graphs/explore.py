@@ -41,6 +41,31 @@ def _with_replayed_work(run):
     return run
 
 
+def replay_floor(params: dict, peaks: roofline.Peaks) -> float:
+    """The launch model's step replayed as one graph (evidence.model_step), on `peaks` (a record's measured peaks:
+    its host cost per op as the dispatch, launch included): one host launch, then the eager step's kernels back to
+    back on the device, each at least launch_queue.KERNEL_MIN plus GRAPH_GAP. A model figure, not a measurement:
+    the H200's replays of 38 and 78 kernels took 82 and 152 µs against its 47.5 and 97.5 µs."""
+    preset = launch_queue.Preset("recorded peaks", peaks.flops, peaks.bandwidth, peaks.source, kernel_launch=0.0)
+    return model_step(params, kind="PseudoLinear", dispatch=peaks.launch, preset=preset).graphed_s
+
+
+def model_rows(section: dict) -> dict:
+    """A recorded section (results.run_to_dict) with each replayed variant's model fields as the launch model
+    computes them: `kernels` (the eager step's, one per op), `floor` (replay_floor on the section's peaks) and
+    `regime` (overhead: set by the kernels' count, not their FLOPs or bytes). The measured fields stay as they are."""
+    if not any(name in section["variants"] for name in REPLAYED):
+        return section
+    peaks = roofline.Peaks(**{k: section["peaks"][k] for k in ("flops", "bandwidth", "launch", "source")}, cuda=True)
+    kernels = LESSON.work(section["params"], getattr(torch, section["dtype"]))["eager"].launches
+    floor = replay_floor(section["params"], peaks)
+    for name in REPLAYED:
+        row = section["variants"].get(name)
+        if row is not None:
+            row.update({"kernels": kernels, "floor": floor, "regime": "overhead"})
+    return section
+
+
 def explorer(device=None, gpu: str = "T4") -> Explorer:
     """The explorer: on a GPU, eager vs graphed (vs reduce-overhead) measured; on any machine, the
     launch model's prediction for `gpu` (a preset: T4, A100, H100) beside it, labelled predicted."""
@@ -72,9 +97,9 @@ def record(device, quick: bool = False) -> dict:
     pk = roofline.measure_peaks(dev)
     for label, shape in shapes.items():
         run = _with_replayed_work(lesson.run(shape, dev, min_run_time=t))
-        out[label] = {**results.run_to_dict(run, pk), "prepare_s": run.prepare_seconds}
-    out["headline"] = results.run_to_dict(_with_replayed_work(lesson.run(LESSON.defaults(dev), dev, min_run_time=t)),
-                                          pk)
+        out[label] = {**model_rows(results.run_to_dict(run, pk)), "prepare_s": run.prepare_seconds}
+    out["headline"] = model_rows(results.run_to_dict(
+        _with_replayed_work(lesson.run(LESSON.defaults(dev), dev, min_run_time=t)), pk))
     widths = [64, 256] if quick else [64, 256, 1024, 4096]
     out["sweeps"] = {"width": results.sweep_to_dict(lesson.sweep("width", widths, None, dev, min_run_time=t / 2,
                                                                  progress=False))}

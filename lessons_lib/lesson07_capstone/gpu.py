@@ -8,6 +8,7 @@ fixed loop eager, every optimizer living across calls (steady-state steps), in p
 `gpu_work` traces a step on `meta` as CUDA runs it (SGD's default is foreach there, attention takes the
 memory-efficient kernel, only ops that launch work on the device count as launches: trace.OpTrace.gpu_ops), and
 `gpu_model` puts it against T4, A100 and H100 datasheet peaks: figures labelled model, never measurements.
+`h200_errors` says how far those floors fell under what an H200 measured (H200_MEASURED).
 """
 from __future__ import annotations
 
@@ -16,14 +17,21 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
+from .. import launch_queue
 from .model import (Model, batches, fixed_optimizer, fixed_train, make_data, shape, slow_optimizer,
                     slow_train)
 
-# Seconds a kernel keeps the GPU busy at least, even inside a CUDA graph (launch latency on the device plus a
-# tiny kernel's run): an ASSUMPTION like roofline's 5 µs per eager op. The H200 profile of this model
-# (2026-11-26) shows its smallest kernels at 1.9-4 µs each.
-KERNEL_FLOOR = 2e-6
+# Seconds a kernel keeps the GPU busy at least inside a CUDA graph: the shortest kernel (launch_queue.KERNEL_MIN,
+# 0.75 µs: the H200's profile of these loops shows its shortest kernels at 0.71-0.81 µs, call1-probes.log lines
+# 79-80) plus the graph's gap between kernels (GRAPH_GAP, assumed): 1.25 µs. It was an assumed 2 µs, once cited as
+# the profile's "1.9-4 µs", which the profile does not show.
+KERNEL_FLOOR = launch_queue.KERNEL_MIN + launch_queue.GRAPH_GAP
 REPLAY_EXTRA = 3  # per replayed step, outside the graph: the batch's indices in, the loss and the outputs out
+# Measured on an NVIDIA H200 (torch 2.11, 2026-11-26) by .ci/gpu-probes/lesson07.py, steady state, 4 steps a call,
+# CUDA events, median of 7 calls (call1-probes.log line 70), and the device's own time a step from torch.profiler
+# (lines 79-80): what the floors of `gpu_model` are tested against, never an input to them.
+H200_MEASURED = {"step_ms": {"original": 6.584, "fixed": 2.089, "fixed, one CUDA graph": 0.454},
+                 "device_ms": {"original": 1.222, "fixed": 0.388}, "ratio": 14.50}
 
 
 def fixed_step(model: Model, opt, x=None, y=None):
@@ -239,9 +247,10 @@ def gpu_work(dims: dict | None = None, steps: int = 2) -> dict:
 
 
 def gpu_model(gpus=None, dims: dict | None = None) -> dict[str, dict[str, float]]:
-    """The floor of one training step (seconds) on named GPUs: the roofline (datasheet peaks, 5 µs of host
-    time per eager launch assumed) of each stage's work from `gpu_work`, and for the graph also its kernels at
-    KERNEL_FLOOR each (they run one after another on the device, launched or replayed). Model, not measured."""
+    """The floor of one training step (seconds) on named GPUs: the roofline (datasheet peaks; host time per eager
+    launch roofline.ASSUMED_LAUNCH, the H200 host's 7.3 µs) of each stage's work from `gpu_work`, and its kernels
+    at KERNEL_FLOOR each (they run one after another on the device, launched or replayed). Model, not measured:
+    lower bounds, which the H200 measured 4-6× above (`h200_errors`)."""
     from .. import roofline
 
     steps = 2
@@ -262,12 +271,22 @@ def gpu_model(gpus=None, dims: dict | None = None) -> dict[str, dict[str, float]
     return out
 
 
+def h200_errors(model: dict | None = None) -> dict[str, float]:
+    """Per stage, and for the original over the graph, what the H200 measured over `gpu_model`'s H200 floor
+    (H200_MEASURED): 1.0 would be a floor the step reached; a ratio's error says how far the floors' ratio missed."""
+    row = (model or gpu_model(["H200"]))["H200"]
+    out = {n: ms * 1e-3 / row[n] for n, ms in H200_MEASURED["step_ms"].items()}
+    out["original / graph"] = H200_MEASURED["ratio"] / (row["original"] / row["fixed, one CUDA graph"])
+    return out
+
+
 def gpu_model_figure(model: dict | None = None):
     """The model's floors per GPU, grouped bars (log): labelled model."""
-    from .. import plots
+    from .. import plots, roofline
 
     model = model or gpu_model()
     rows = {f"{g} · model": {k: v for k, v in r.items() if isinstance(v, float) and not k.startswith("kernels")}
             for g, r in model.items()}
     return plots.machines(rows, title="Floor of one training step, roofline model (datasheet peaks, "
-                                      f"5 µs per eager op, {KERNEL_FLOOR * 1e6:g} µs per kernel)")
+                                      f"{roofline.ASSUMED_LAUNCH['H100'] * 1e6:g} µs per eager op, "
+                                      f"{KERNEL_FLOOR * 1e6:g} µs per kernel)")
