@@ -1,8 +1,10 @@
 """The explorer's conclusions through the noise rule: who is fastest after a Run, and a sweep's crossover.
 
 A mixin for `widgets.Explorer`. One truth per run: the sentence and the table and bars beside it come from
-the same measurement. Where the run's own timings do not decide the winner, the contenders are re-measured
-in paired rounds (`noise.compare_lesson`) and the run's timings for them become those rounds' medians.
+the same measurement. The winner is said only from paired rounds of the contenders (`noise.compare_lesson`:
+the noise rule's interval and looks, so a winner is named where there is none at most 1% of the time), and
+the run's timings for them become those rounds' medians. The first pass, one timing a side, only picks the
+contenders.
 """
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from .lesson_parts import check_dtype
 from .explorer_replay import crossover_of
 from .timing import Timing, fmt_time
 
-DECIDE_MAX_TIME = 3.0  # seconds of paired rounds to decide the winner (at least 3 rounds, `noise.MIN_ROUNDS`)
-DECIDE_ROUNDS, DECIDE_MAX_ROUNDS = 3, 7
+DECIDE_MAX_TIME = 4.0  # seconds of paired rounds to decide the winner (at least `noise.MIN_ROUNDS` of them)
+DECIDE_ROUNDS, DECIDE_MAX_ROUNDS = noise.ROUNDS, noise.MAX_ROUNDS  # the noise rule's looks
 CONTENDER = 1.5  # the estimate counts variants predicted within this factor of the fastest as contenders
 
 
@@ -29,28 +31,31 @@ class Deciding:
 
     def decide(self, run, stop=None) -> str:
         """Which variant was fastest (of those that do not run another: `Variant.runs_another`), and by how
-        much over the runner-up, said only when the measurement decides it (`noise`). From the run's own
-        spreads; else the contenders (every variant not decidedly slower than the first pass's fastest) are
-        re-measured in paired, alternating rounds (a few seconds at most), and their timings in the run
-        become the rounds' medians (`Run.paired`, marked in its table): the sentence and the numbers beside
-        it are one measurement (lesson 03 said "tie" beside a first pass's 8.49 and 5.07 ms). A variant
-        left out whose single timing is faster than the rounds' runner-up joins a second set of rounds; if
-        one still is, the machine's speed changed between the passes, and the sentence says "not decided".
+        much over the runner-up, said only when the noise rule decides it. The contenders (the first pass's two
+        fastest, and every variant not decidedly slower than its fastest by their own spreads) are re-measured
+        in paired, alternating rounds (a few seconds at most), and their timings in the run become the rounds'
+        medians (`Run.paired`, marked in its table): the sentence and the numbers beside it are one
+        measurement (lesson 03 said "tie" beside a first pass's 8.49 and 5.07 ms), and a single timing a
+        side never names a winner. A variant left out whose single timing is faster than the rounds'
+        runner-up joins a second set of rounds; if one still is, the machine's speed changed between the
+        passes, and the sentence says "not decided". Stopped before the rounds: not decided, and said so.
         Sets and returns `Run.winner`."""
         names = sorted(self._comparable(run.timings), key=lambda n: run.timings[n].median)
         if len(names) < 2:
             run.winner = ""
             return ""
         a, b = names[0], names[1]
-        ratio = noise.from_timings(run.timings[b], run.timings[a])
-        if ratio.decided or run.device not in COURSE_DEVICES or (stop is not None and stop()):
-            run.winner = "fastest: " + _say(ratio, a, b, "")
+        if stop is not None and stop():
+            run.winner = f"fastest: {a} against {b}: not decided (stopped before the paired rounds that decide it)"
             return run.winner
-        contenders = [a] + [n for n in names[1:] if not _slower(run.timings[n], run.timings[a])]
+        if run.device not in COURSE_DEVICES:  # not a device the course times on: the first pass is all there is
+            run.winner = "fastest: " + _say(noise.from_timings(run.timings[b], run.timings[a]), a, b, "")
+            return run.winner
+        contenders = [a, b] + [n for n in names[2:] if not _slower(run.timings[n], run.timings[a])]
         first = dict(run.timings)
         for attempt in range(2):
             self.phases.note(f"{', '.join(contenders)} in paired rounds (up to {fmt_time(DECIDE_MAX_TIME)}): "
-                             "the first timings do not decide it")
+                             "a winner rests on the noise rule's rounds")
             cmp = noise.compare_lesson(self.lesson, run.params, run.device, check_dtype(run.dtype),
                                        variants=contenders, rounds=DECIDE_ROUNDS, max_rounds=DECIDE_MAX_ROUNDS,
                                        max_time=DECIDE_MAX_TIME, min_run_time=0.01)
@@ -109,7 +114,8 @@ def _say(ratio, a: str, b: str, rounds: str) -> str:
     """The winner in words through the noise rule: a ahead of b, a tie, or not decided (naming the pair)."""
     if not ratio.decided:
         return f"{a} against {b}: {ratio.not_decided()}{rounds}"
-    return ratio.say(f"{a}, {{r:.2f}}× ahead of {b}{rounds}", tie=f"{a} and {b} tie (within {noise.TIE:.0%}){rounds}")
+    said = ratio.say(f"{a}, {{r:.2f}}× ahead of {b}{rounds}", tie=f"{a} and {b} tie (within {noise.TIE:.0%}){rounds}")
+    return said if a in said else f"{a} against {b}: {said}{rounds}"  # the rule's own sentence ("no winner ...")
 
 
 def _slower(t: Timing, lead: Timing) -> bool:

@@ -120,14 +120,15 @@ def test_the_table_shows_the_paired_rounds_the_winner_sentence_used(monkeypatch)
 
     ex = Explorer(_toy(), "cpu", min_run_time=0.01)
     run = _run_with(ex, {"mm": 8.49e-3, "einsum": 5.07e-3})
-    rounds = noise.Comparison({"mm": [5.0e-3, 5.1e-3, 5.05e-3], "einsum": [5.1e-3, 5.0e-3, 5.1e-3]})
+    rounds = noise.Comparison({"mm": [5.0e-3, 5.1e-3, 5.05e-3] * 3 + [5.05e-3],  # the rule's first look: 10
+                               "einsum": [5.1e-3, 5.0e-3, 5.1e-3] * 3 + [5.05e-3]})
     monkeypatch.setattr(noise, "compare_lesson", lambda *a, **k: rounds)
     sentence = ex.decide(run)
-    assert "tie" in sentence and "3 paired rounds" in sentence
+    assert "tie" in sentence and "10 paired rounds" in sentence
     assert run.timings["mm"].median == pytest.approx(5.05e-3) and run.timings["einsum"].median == pytest.approx(5.1e-3)
     table = run.table("mm")
     assert "8.49 ms" not in table and "5.07 ms" not in table
-    assert "mm *" in table and "einsum *" in table and "median of 3 paired rounds" in table
+    assert "mm *" in table and "einsum *" in table and "median of 10 paired rounds" in table
 
 
 def test_a_variant_timed_once_faster_than_the_rounds_joins_them_or_nothing_is_decided(monkeypatch):
@@ -142,8 +143,8 @@ def test_a_variant_timed_once_faster_than_the_rounds_joins_them_or_nothing_is_de
 
     def rounds(lesson, params, device, dtype, variants, **kw):
         asked.append(list(variants))
-        slow = {n: [2.0, 2.1, 2.0] for n in variants}  # the machine slowed down for the rounds
-        return noise.Comparison({**slow, "mm": [1.0, 1.0, 1.0]})
+        slow = {n: [2.0, 2.1, 2.0] * 3 + [2.0] for n in variants}  # the machine slowed down for the rounds
+        return noise.Comparison({**slow, "mm": [1.0] * 10})
 
     monkeypatch.setattr(noise, "compare_lesson", rounds)
     sentence = ex.decide(run)
@@ -168,8 +169,8 @@ def test_when_the_machine_slows_between_passes_the_winner_is_not_decided(monkeyp
 
     def rounds(lesson, params, device, dtype, variants, **kw):
         runner_up = next(slowing)
-        return noise.Comparison({n: [runner_up + 0.5] * 3 for n in variants} | {"mm": [1.0] * 3,
-                                                                                  "einsum": [runner_up] * 3})
+        return noise.Comparison({n: [runner_up + 0.5] * 10 for n in variants} | {"mm": [1.0] * 10,
+                                                                                   "einsum": [runner_up] * 10})
 
     monkeypatch.setattr(noise, "compare_lesson", rounds)
     sentence = ex.decide(run)
@@ -181,7 +182,7 @@ def test_a_run_draws_its_bars_from_the_timings_its_sentence_used(monkeypatch):
 
     monkeypatch.setattr(noise, "from_timings", lambda num, den: noise.Ratio([0.5, 1.0, 2.0]))  # never decided
     monkeypatch.setattr(noise, "compare_lesson", lambda *a, **k: noise.Comparison(
-        {"mm": [2e-3, 2e-3, 2e-3], "einsum": [4e-3, 4.1e-3, 4e-3]}))
+        {"mm": [2e-3] * 10, "einsum": [4e-3, 4.1e-3, 4e-3] * 3 + [4e-3]}))
     ex = Explorer(_toy(), "cpu", min_run_time=0.01)
     run, fig = ex.run(n=8)
     assert run.winner.startswith("fastest: mm, 2.00× ahead of einsum")
