@@ -46,8 +46,8 @@ from .syncs import _becomes_masked_fill, host_syncs
 # aten ops whose output size depends on the data (syncs.py counts them as host syncs).
 _SHAPE_OPS = ("nonzero", "masked_select", "unique", "repeat_interleave", "aten.index (bool mask)")
 # torch factories watched at the Python level: without device= they make a tensor in host memory.
-_FACTORIES = ("tensor", "randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
-              "linspace", "eye")
+_FACTORIES = ("tensor", "as_tensor", "randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full",
+              "arange", "linspace", "eye")
 _RANDOM = ("random", "uniform", "randint", "randrange", "gauss", "normalvariate", "choice")
 
 
@@ -161,7 +161,7 @@ def _moves_to_device(args, kwargs) -> bool:
 @contextlib.contextmanager
 def _watch_python(watch: _Watch):
     """For the duration: torch factories (a tensor made in host memory when no device= is given;
-    torch.tensor(data, device=...) is a copy from host memory), Tensor.to / .cuda of such a tensor
+    torch.tensor / as_tensor(data, device=...) and t.new_tensor(data) copy from host memory), Tensor.to / .cuda of such a tensor
     (a pageable host→device copy on a GPU, a no-op on a CPU run), and Python's `random`."""
     import random
 
@@ -170,8 +170,10 @@ def _watch_python(watch: _Watch):
             out = original(*a, **k)
             if isinstance(out, torch.Tensor) and not watch.in_optimizer:
                 where = _user_line()
-                if k.get("device") is not None and name == "tensor":
-                    watch.add("host↔device copy", f"torch.tensor(..., device={k['device']!s})", where,
+                data = a[0] if a else k.get("data")
+                if k.get("device") is not None and name in ("tensor", "as_tensor") and \
+                        not isinstance(data, torch.Tensor):
+                    watch.add("host↔device copy", f"torch.{name}(..., device={k['device']!s})", where,
                               "Python data is copied from host memory at every call (a blocking copy on a GPU)")
                 elif k.get("device") is None and _default_device_is_cpu():
                     watch.mark_host(out, f"torch.{name}(...) without device=", where)
@@ -191,6 +193,15 @@ def _watch_python(watch: _Watch):
             return out
         return to
 
+    def from_data(name, original):
+        def make(self, *a, **k):  # t.new_tensor(data): Python data copied to t's device (capture refuses it)
+            if not watch.in_optimizer and watch.host_origin(self) is None:
+                watch.add("host↔device copy", "Tensor.new_tensor(...)", _user_line(),
+                          "Python data is copied from host memory to the tensor's device at every call (a blocking "
+                          "copy on a GPU)")
+            return original(self, *a, **k)
+        return make
+
     def drawn(name, original):
         def draw(*a, **k):
             watch.add("frozen Python value", f"random.{name}() = {original(*a, **k)!r:.12}", _user_line(),
@@ -207,12 +218,12 @@ def _watch_python(watch: _Watch):
         return show
 
     saved = [(torch, n, getattr(torch, n)) for n in _FACTORIES if hasattr(torch, n)]
-    saved += [(torch.Tensor, n, getattr(torch.Tensor, n)) for n in ("to", "cuda", "__repr__")]
+    saved += [(torch.Tensor, n, getattr(torch.Tensor, n)) for n in ("to", "cuda", "__repr__", "new_tensor")]
     saved += [(random, n, getattr(random, n)) for n in _RANDOM]
     try:
         for owner, n, original in saved:
-            wrap = factory if owner is torch else (shown if n == "__repr__" else move) if owner is torch.Tensor \
-                else drawn
+            wrap = factory if owner is torch else ({"__repr__": shown, "new_tensor": from_data}.get(n, move)
+                                                    if owner is torch.Tensor else drawn)
             setattr(owner, n, wrap(n, original))
         yield
     finally:

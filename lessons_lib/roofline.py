@@ -23,6 +23,7 @@ Two facts of a GPU that a trace on `meta` marks and the GPU's peaks apply (`Peak
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -168,6 +169,10 @@ DATASHEET = {
     "H100": (67.0, 494.5, 989.0, 989.0, 3350),
     "H200": (67.0, 494.5, 989.0, 989.0, 4800),
 }
+# float64 TFLOP/s: datasheets' V100 7.8, A100 19.5, H100 PCIe 51, H100 SXM and H200 67 (FP64 tensor cores, which
+# cuBLAS's DGEMM uses); T4, L4, A10G list none: derived as 1/32 (Turing) and 1/64 (Ada, GA102) of fp32 (whitepapers).
+FP64 = {"T4": 8.1 / 32, "L4": 30.3 / 64, "V100": 7.8, "A10G": 31.2 / 64, "A100": 19.5, "A100-SXM4-80GB": 19.5,
+        "A100 80GB PCIe": 19.5, "H100 PCIe": 51.0, "H100": 67.0, "H200": 67.0}
 # The GPUs the course's model records and presets name: Colab's T4 and two datacenter parts.
 MODEL_GPUS = ("T4", "A100", "H100")
 # Seconds per dispatched op when nothing is measured (model files): host time, not a datasheet figure. MEASURED
@@ -221,9 +226,10 @@ def datasheet(name: str, dtype: torch.dtype = torch.float32, tf32: bool | None =
     """A named GPU's datasheet peaks for `dtype`, or None (unknown GPU, or a dtype its hardware
     lacks: bf16 on a T4 or V100). float32 uses TF32 tensor cores where `tf32` (default: whatever
     PyTorch's float32 matmul precision allows now) and the GPU has them; either way, work the trace
-    marks tf32 runs at the TF32 peak (`Peaks.tf32`). Datasheet figures: a model, not a measurement."""
+    marks tf32 runs at the TF32 peak (`Peaks.tf32`); float64 has its own (FP64). A key matches as a whole word
+    ("Tesla T4"), never inside another ("L40S" is no L4). Datasheet figures: a model, not a measurement."""
     for key in sorted(DATASHEET, key=len, reverse=True):  # "H100 PCIe" before "H100"
-        if key.lower() in name.lower():
+        if re.search(rf"(?<![a-z0-9]){re.escape(key.lower())}(?![a-z0-9])", name.lower()):
             fp32, tf32_peak, fp16, bf16, gbs = DATASHEET[key]
             if dtype == torch.float32:
                 use_tf32 = _tf32_on() if tf32 is None else tf32
@@ -232,6 +238,8 @@ def datasheet(name: str, dtype: torch.dtype = torch.float32, tf32: bool | None =
                 tf, how = fp16, "fp16 tensor cores"
             elif dtype == torch.bfloat16:
                 tf, how = bf16, "bf16 tensor cores"
+            elif dtype == torch.float64:
+                tf, how = FP64[key], "fp64"
             else:
                 return None
             if tf is None:
