@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .compile_notice import announce
 from .display import count
 from .hardware import synchronize
 
@@ -264,21 +265,19 @@ class Compiled:
         return f"torch.compile (backend {self.backend!r}): first call, tracing and compiling, took {self.cold_s:.1f} s"
 
 
-# Seconds an explorer counts for one compile before it has seen one here (a compiled variant's
-# `Variant.prepare_budget`; after a run it counts what compiling took). The H200 run (2026-11-26) measured
-# 0.9 s (lesson 04's fused PseudoLinear), 2.9 s (lesson 03's loop) and 5.8 s (lesson 05's reduce-overhead
-# step); a 2-core CPU under load, 5.8 s for lesson 04's cold compile.
+# Seconds an explorer counts for a compile it has not seen here (`Variant.prepare_budget`; then what it took). The
+# H200 run (2026-11-26): 0.9 s (04's PseudoLinear), 2.9 s (03's loop), 5.8 s (05's reduce-overhead step).
 COMPILE_BUDGET_S = 10.0
 
 
 def compile_cold(fn, *inputs, backend: str = "inductor", dynamic: bool | None = False, step=None,
-                 capture_code: bool = False, mode: str | None = None) -> Compiled:
-    """Compile `fn` and time its first call on `inputs` apart from anything else.
+                 capture_code: bool = False, mode: str | None = None, busy_s: float | None = None) -> Compiled:
+    """Compile `fn` and time its first call on `inputs` apart from anything else, announced first (`announce`).
 
     step: how one call is made, `step(compiled, *inputs)` (e.g. forward and backward); default
         `compiled(*inputs)`. With a step that runs backward, the backward graph compiles too.
-    capture_code: keep Inductor's generated source (Inductor only; uses a private hook, so it is
-        feature-detected and simply left empty where it is missing).
+    capture_code: keep Inductor's generated source (Inductor only; a private hook, feature-detected).
+    busy_s: this compile's seconds on a busy laptop, measured, for the announcement (`compile_notice`).
     Never raises: a missing compiler or a failed compile comes back as `problem`, a sentence.
     """
     dev = _device_of(inputs)
@@ -295,6 +294,7 @@ def compile_cold(fn, *inputs, backend: str = "inductor", dynamic: bool | None = 
         def first_call():
             return step(compiled, *inputs) if step else compiled(*inputs)
 
+        announce(getattr(fn, "__name__", "a function"), out.backend, dev, busy_s)
         t0 = time.perf_counter()
         if capture_code and backend == "inductor":
             out.code = _run_and_get_code(first_call)
@@ -397,4 +397,4 @@ def _first_line(err: BaseException) -> str:
 
 
 __all__ = ["problem", "cxx_compiler", "default_backend", "reset", "EagerWatch", "record_graphs", "Captured", "Graph",
-           "compile_cold", "Compiled", "kernels", "kernel_excerpt"]
+           "compile_cold", "announce", "Compiled", "kernels", "kernel_excerpt"]

@@ -119,6 +119,26 @@ class Replaying:
             plots.caption_below(fig, f"{recorded.short()}: {conditions}.")
         return figs
 
+    def _preview_png(self) -> str | None:
+        """A static picture for viewers without a kernel: the first recorded result that replays
+        (a file may hold only tables for this lesson, such as a thread's speed-ups)."""
+        import base64
+
+        import matplotlib.pyplot as plt
+
+        figs = []
+        for rec in self.records():
+            figs = self.replay(rec)
+            if figs:
+                break
+        if not figs:
+            return None
+        plots.caption_below(figs[0], "A picture of recorded results, not the explorer: run this notebook to use it.")
+        png = _png(figs[0]).data
+        for f in figs[1:]:
+            plt.close(f)
+        return base64.b64encode(png).decode()
+
     def replay_regimes(self, recorded: results.Recorded) -> str:
         """The regime of each variant at a recorded headline, where the file names it (measured files
         with their peaks, model files); "" where it does not (reported figures)."""
@@ -155,3 +175,16 @@ def crossover_of(lesson, values: list[int], meds: dict[str, list[float]]) -> int
             return None
         return crossover(values, meds[a], [min(col) for col in zip(*others)])
     return crossover(values, meds[a], meds[b])
+
+
+def _png(fig):
+    """A figure as a PNG image object (closed afterwards): the same in any kernel and any thread."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from IPython.display import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")
+    plt.close(fig)
+    return Image(data=buf.getvalue(), format="png")

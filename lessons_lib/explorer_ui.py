@@ -19,12 +19,16 @@ import time
 import matplotlib.pyplot as plt
 
 from .device import describe, has_cuda
+from .explorer_replay import _png
 from .explorer_status import _details, _first_line, _line, _noise_line, _parts  # noqa: F401
 from .lesson import DTYPES, Stopped
-from .plot_axes import caption_below
 from .timing import fmt_time
 
 THIS_MACHINE = "this machine"
+
+
+class OverBudget(ValueError):
+    """A Run or Sweep estimated over its budget (`widgets.Explorer._check_budget`): refused before it runs."""
 
 
 def slider_values(lo: int, hi: int, default: int) -> list[int] | None:
@@ -55,6 +59,8 @@ class ExplorerUI:
     _bar_from_phases = False  # a Run: the progress bar follows "measuring X (k of n)"
     _points_note = ""  # a sweep's points so far, under the phase's line
     _phase_text = ""  # what runs now, for the status line (`_on_phase`); "" when nothing does
+    _stop_pressed: float | None = None  # when Stop was pressed (perf_counter), while the action has not ended
+    _before_replay: dict | None = None  # the sliders before a replay moved them, until the reader moves one
     TICK = 1.0  # seconds between status refreshes while a phase runs (its clock moves)
 
     def widget(self):
@@ -91,24 +97,6 @@ class ExplorerUI:
             data["image/png"] = png
         return data
 
-    def _preview_png(self) -> str | None:
-        """A static picture for viewers without a kernel: the first recorded result that replays
-        (a file may hold only tables for this lesson, such as a thread's speed-ups)."""
-        import base64
-
-        figs = []
-        for rec in self.records():
-            figs = self.replay(rec)
-            if figs:
-                break
-        if not figs:
-            return None
-        caption_below(figs[0], "A picture of recorded results, not the explorer: run this notebook to use it.")
-        png = _png(figs[0]).data
-        for f in figs[1:]:
-            plt.close(f)
-        return base64.b64encode(png).decode()
-
     # --- the controls ---------------------------------------------------------------------
     def _build(self):
         import ipywidgets as W
@@ -118,6 +106,8 @@ class ExplorerUI:
         style = {"description_width": f"{label_px}px"}
         layout = W.Layout(width=f"{label_px + 330}px")
         self.sliders = {p.name: self._slider(W, p, style, layout) for p in self.lesson.params}
+        for s in self.sliders.values():
+            s.observe(self._on_slider, names="value")
         self.dtype_w = W.Dropdown(options=list(DTYPES), value="float32", description="dtype", style=style)
         devices = ["cuda", "cpu"] if has_cuda() else ["cpu"]
         self.device_w = W.Dropdown(options=devices, value=self.device.type, description="device", style=style)
@@ -148,8 +138,8 @@ class ExplorerUI:
         budgets = (f"<i>Run and Sweep measure this machine ({html.escape(describe(self.device).name)}). "
                    f"Run refuses above about {fmt_time(self.run_budget)}, Sweep above {fmt_time(self.sweep_budget)} "
                    "(estimated on this machine first, from a few calls at this shape or a smaller one; the first "
-                   "run in a dtype also measures this machine's peaks in it); Stop ends after the current "
-                   "measurement and keeps a sweep's finished points."
+                   "run in a dtype also measures this machine's peaks in it); Stop ends at the next timed call and "
+                   "keeps a sweep's finished points."
                    + (f" {html.escape(missing)}" if missing else "") + "</i>")
         return W.VBox([
             W.HTML(f"<b>{self.lesson.title}</b> — {describe(self.device).line()}<br>{note}"),
@@ -195,12 +185,20 @@ class ExplorerUI:
     def _show_phase(self) -> None:
         if self._ui is None or not self._phase_text:
             return
+        if self._stop_pressed is not None:  # stays until the action ends: a phase's next line must not hide it
+            self.status.value = self._stopping_line()
+            return
         ph = self.phases
         est = f"<br>{html.escape(self._estimate_line)}" if self._estimate_line else ""
         points = f"<br>{html.escape(self._points_note)}" if self._points_note else ""
         self.status.value = (f"<i>▶ {html.escape(self._phase_text)} — {ph.in_phase():.0f} s in this phase, "
-                             f"{ph.elapsed():.0f} s in all{points}{est}. Stop ends it after the current "
-                             "measurement.</i>")
+                             f"{ph.elapsed():.0f} s in all{points}{est}. Stop ends it at the next timed call.</i>")
+
+    def _stopping_line(self) -> str:
+        waited = time.perf_counter() - self._stop_pressed
+        now = f" (now: {self._phase_text})" if self._phase_text else ""
+        return _line(f"■ stopping: Stop pressed {waited:.0f} s ago; waiting for the call running now to "
+                     f"return{now}…", "#b60")
 
     def _tick(self, worker: threading.Thread) -> None:
         """Refresh the status while `worker` runs, so a long phase's clock moves (a status unchanged for 25 s
@@ -211,8 +209,15 @@ class ExplorerUI:
                 self._show_phase()
 
     def _request_stop(self):
+        if self._worker is None or not self._worker.is_alive():
+            return
+        self._stop_pressed = time.perf_counter()
         self._stop.set()
-        self.status.value = "<i>stopping after the current measurement…</i>"
+        self.status.value = self._stopping_line()
+
+    def _on_slider(self, _change) -> None:
+        if not self._following:  # the reader moved a slider: a refusal no longer puts back the replay's
+            self._before_replay = None
 
     def _on_source(self, _change):
         if self._following:
@@ -254,6 +259,7 @@ class ExplorerUI:
         under "details". Outputs go through `append_*`, which is safe from a thread."""
         self._estimated, self._done_note, self._stopped_note = None, "", ""
         self._phase_text, self._estimate_line, self._points_note = "", "", ""
+        self._stop_pressed = None
         t0 = time.perf_counter()
         try:
             self.out.outputs = ()  # (clear_output would route through the kernel's current cell)
@@ -265,14 +271,16 @@ class ExplorerUI:
             self._phase_text = ""
             self.status.value = self._done_line(time.perf_counter() - t0)
         except Stopped:
+            self._stop_pressed = None
             self.status.value = _line("■ stopped: nothing after the last finished measurement ran", "#b60")
         except ValueError as err:  # includes DoesNotFit: refused before (or freed after) allocating
-            self.status.value = _line(f"⚠ {_first_line(err)}", "#b00")
+            back = self._back_from_replay() if isinstance(err, OverBudget) else ""
+            self.status.value = _line(f"⚠ {_first_line(err)}{back}", "#b00")
         except Exception as err:  # a bug, not the reader's fault: one line, the traceback folded away
             self.status.value = _line(f"⚠ unexpected {type(err).__name__}: {_first_line(err)} (please report it)",
                                       "#b00") + _details(err)
         finally:
-            self._phase_text = ""
+            self._phase_text, self._stop_pressed = "", None
             self.progress.value = 0
             self.run_b.disabled = self.sweep_b.disabled = False
             self.stop_b.disabled = True
@@ -337,8 +345,10 @@ class ExplorerUI:
         moved = self._follow(shape)
         figs = self.replay(rec)
         regimes = self.replay_regimes(rec)
+        other = rec.is_gpu != (self.device.type == "cuda")  # a GPU's shape on a CPU: Run may be over budget there
         where = (f"The sliders now show the record's shape: {', '.join(f'{k}={v}' for k, v in shape.items())}"
-                 + ("" if moved else " (no slider moved)") + ". Run measures this machine at that shape."
+                 + ("" if moved else " (no slider moved)") + ". Run measures this machine at that shape"
+                 + (" (if that is over Run's budget here, the sliders go back to where they were)." if other else ".")
                  if shape else "This record states no shape for its figures (the source gives none), so the "
                                "sliders stay where they were.")
         if not figs:
@@ -347,30 +357,36 @@ class ExplorerUI:
         return [rec.label(), rec.figure_note(), how, where, *figs, *([regimes] if regimes else [])]
 
     def _follow(self, shape: dict) -> bool:
-        """Move the sliders to a record's shape (a value a selection slider lacks is added to it)."""
-        moved = False
-        for name, value in shape.items():
-            s = self.sliders.get(name)
-            if s is None or not isinstance(value, int) or s.value == value:
-                continue
-            if hasattr(s, "options"):  # SelectionSlider of (label, value) pairs
-                values = [v for _label, v in s.options]
-                if value not in values:
-                    s.options = [(str(v), v) for v in sorted({*values, value})]
-            else:
-                s.max, s.min = max(s.max, value), min(s.min, value)
-            s.value = value
-            moved = True
+        """Move the sliders to a record's shape (a value a selection slider lacks is added to it), remembering
+        where they were before the first replay that moved them (`_back_from_replay`)."""
+        before, moved = self._params(), False
+        self._following = True  # not the reader's move (`_on_slider`)
+        try:
+            for name, value in shape.items():
+                s = self.sliders.get(name)
+                if s is None or not isinstance(value, int) or s.value == value:
+                    continue
+                if hasattr(s, "options"):  # SelectionSlider of (label, value) pairs
+                    values = [v for _label, v in s.options]
+                    if value not in values:
+                        s.options = [(str(v), v) for v in sorted({*values, value})]
+                else:
+                    s.max, s.min = max(s.max, value), min(s.min, value)
+                s.value = value
+                moved = True
+        finally:
+            self._following = False
+        if moved and self._before_replay is None:
+            self._before_replay = before
         return moved
 
-
-def _png(fig):
-    """A figure as a PNG image object (closed afterwards): the same in any kernel and any thread."""
-    import io
-
-    from IPython.display import Image
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")
-    plt.close(fig)
-    return Image(data=buf.getvalue(), format="png")
+    def _back_from_replay(self) -> str:
+        """After a refusal over the budget at a shape a replay set (a GPU's, 125 s on a CPU: lesson 07), the sliders
+        go back to where the reader had them, and the refusal says so: a replay never leaves them where Run refuses."""
+        before, self._before_replay = self._before_replay, None
+        if not before:
+            return ""
+        self._follow(before)
+        self._before_replay = None
+        return (f" That was the replayed record's shape; the sliders are back where they were before the replay "
+                f"({', '.join(f'{k}={v}' for k, v in before.items())}): press Run again to measure there.")

@@ -26,7 +26,7 @@ from .device import DoesNotFit, check_fits, dtype_problem, fmt_bytes, oom_guard,
 from .display import count, text_table
 from .grading import rel_error
 from .lesson_parts import (DTYPES, _RTOL, Check, Param, Stopped, Variant, _as64, _check_positive,  # noqa: F401
-                           _flat, _fmt_params, _fresh, _max_time_kw, _progress, _tf32_allowed, check_device,
+                           _flat, _fmt_params, _fresh, _max_time_kw, _progress, _stopping, _tf32_allowed, check_device,
                            check_dtype, may_use_tf32)
 from .runs import (_BLOCK_NOISE, _TIMER_OVERHEAD, CALIBRATION_CALL, CALIBRATION_CALLS,  # noqa: F401
                    CALIBRATION_FLOOR, Calibration, Run, Sweep, _schedule, crossover, harness_seconds,
@@ -226,7 +226,7 @@ class Lesson(Calibrating):
             block: float | None = None, on_phase: Callable[[str], None] | None = None) -> "Run":
         """Time each variant at one shape with the harness; refuses shapes that don't fit.
 
-        stop: checked before each variant; when it returns True, `Stopped` is raised.
+        stop: checked before each variant and each timed call; when it returns True, `Stopped` is raised.
         max_time: an upper bound on each variant's measurement (seconds).
         block: seconds per sample on a CPU (`timing.measure(block=...)`: short blocks for ranking on a
             busy machine).
@@ -260,7 +260,8 @@ class Lesson(Calibrating):
                 fn = v.prepare(v.fn, *inputs)
                 prepared[name] = time.perf_counter() - t0
             on_phase(f"measuring {name} ({k} of {len(names)})")
-            timings[name] = timing.measure(self.call(fn), *inputs, label=name, min_run_time=min_run_time,
+            timings[name] = timing.measure(_stopping(self.call(fn), stop, name), *inputs, label=name,
+                                           min_run_time=min_run_time,
                                            **_max_time_kw(max_time), **({"block": block} if block else {}))
             if self.metrics is not None:
                 on_phase(f"{name}: its metrics (what the lesson measures besides time)")

@@ -148,9 +148,62 @@ def _fmt_params(p: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in p.items())
 
 
+def _stopping(call: Callable, stop: Callable[[], bool] | None, name: str) -> Callable:
+    """`call`, raising `Stopped` once `stop()` is true: a Stop is seen at the next call, not after the whole
+    measurement (up to 10 s in an explorer: lesson 07's sweep stopped 11 s after Stop). It costs each timed call
+    one Python call, about 0.1 µs; without `stop`, `call` itself."""
+    if stop is None:
+        return call
+
+    def checked(*args):
+        if stop():
+            raise Stopped(f"stopped while measuring {name!r}")
+        return call(*args)
+
+    checked.__name__ = getattr(call, "__name__", "call")
+    return checked
+
+
 def _progress(total: int, desc: str):
+    """A sweep's progress. In a notebook, one line of plain text updated in place (`_TextProgress`): a saved
+    notebook keeps it, where tqdm.auto's widget, once closed, showed "Error displaying widget: model not found"
+    after a reload (lesson 04). Elsewhere, tqdm's text bar (stderr), gone when the sweep ends."""
     try:
-        from tqdm.auto import tqdm
+        from IPython import get_ipython
+
+        in_kernel = getattr(get_ipython(), "kernel", None) is not None
+    except ImportError:
+        in_kernel = False
+    if in_kernel:
+        return _TextProgress(total, desc)
+    try:
+        from tqdm import tqdm
     except ImportError:
         return None
     return tqdm(total=total, desc=desc, leave=False)
+
+
+class _TextProgress:
+    """"sweeping width: 2 of 5 points, 3 s" as one text output, updated in place (a display id); closed, it
+    says what was done: plain text, which every viewer shows and a reload keeps."""
+
+    def __init__(self, total: int, desc: str):
+        import time
+
+        from IPython.display import display
+
+        self.total, self.desc, self.n, self._clock, self._t0 = total, desc, 0, time.perf_counter, time.perf_counter()
+        self._handle = display(self._bundle(), raw=True, display_id=True)
+
+    def _bundle(self, done: bool = False) -> dict:
+        s = self._clock() - self._t0
+        text = (f"{self.desc}: {self.n} of {self.total} points measured in {s:.1f} s" if done else
+                f"{self.desc}: {self.n} of {self.total} points, {s:.0f} s so far…")
+        return {"text/plain": text}
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        self._handle.update(self._bundle(), raw=True)
+
+    def close(self) -> None:
+        self._handle.update(self._bundle(done=True), raw=True)

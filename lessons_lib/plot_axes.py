@@ -1,6 +1,9 @@
 """Axes and labels the course's figures share (plots.py re-exports them): a swept axis of whole numbers, a
-log axis in plain numbers, one legend under a figure of panels, a unit from a quantity's name, a caption."""
+log axis in plain numbers, one legend under a figure of panels, a unit from a quantity's name, a caption, and
+`fit_to_figure`, which every course figure runs before it draws."""
 from __future__ import annotations
+
+import contextlib
 
 
 def is_powers_of_two(values) -> bool:
@@ -71,3 +74,63 @@ def caption_below(fig, text: str, width: int = 110) -> None:
         old.set_text(old.get_text() + "\n" + "\n".join(lines))
         return
     fig._course_caption = fig.text(0.01, 0, "\n".join(lines), ha="left", va="top", fontsize=8, color="#444")
+
+
+def fit_to_figure(fig, renderer) -> None:
+    """Before a course figure draws (`plots.CourseFigure`): a y label taller than its axes is wrapped to their
+    height (lesson 07's "time per call: median where measured, floor where model (ms, log)" ran over the title
+    and the caption), and the caption goes under everything else drawn (a legend under the axes covered it in
+    lesson 02's recorded sweep). After a layout pass, so the axes' heights are the ones drawn."""
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.execute(fig)
+    wrapped = False
+    for ax in fig.axes:
+        wrapped |= _wrap_ylabel(ax, renderer)
+    if wrapped and engine is not None:
+        engine.execute(fig)  # the wrapped label is wider: the axes move over
+    caption = getattr(fig, "_course_caption", None)
+    if caption is not None:
+        caption.set_visible(False)
+        try:
+            box = fig.get_tightbbox(renderer)  # inches, every artist but the caption
+        finally:
+            caption.set_visible(True)
+        low = min(0.0, box.y0 / fig.get_figheight()) if box is not None else 0.0
+        caption.set_y(low - 0.01)
+
+
+@contextlib.contextmanager
+def pinned_legends(fig):
+    """Figure legends placed by the layout ("outside lower center") anchored to the whole figure, in figure
+    coordinates, for one draw; then to the figure's box again (the layout reserves room only for those)."""
+    from matplotlib.transforms import Bbox, TransformedBbox
+
+    free = [leg for leg in fig.legends if leg._bbox_to_anchor is None]
+    for leg in free:
+        leg._bbox_to_anchor = TransformedBbox(Bbox.unit(), fig.transFigure)
+    try:
+        yield
+    finally:
+        for leg in free:
+            leg._bbox_to_anchor = None
+
+
+def _wrap_ylabel(ax, renderer) -> bool:
+    """Wrap `ax`'s y label (as set last by the caller) to the axes' height; True if it changed."""
+    import textwrap
+
+    label = ax.yaxis.label
+    text = label.get_text()
+    full = getattr(label, "_course_full", None)
+    if full is None or text != getattr(label, "_course_wrapped", None):
+        full = text  # a label set anew since the last wrap
+    label.set_text(full)
+    tall, room = label.get_window_extent(renderer).height, ax.get_window_extent(renderer).height
+    out = full
+    if full and room > 0 and tall > room:
+        width = max(int(max(map(len, full.splitlines())) * room / tall * 0.95), 10)
+        out = "\n".join(w for line in full.splitlines() for w in (textwrap.wrap(line, width) or [""]))
+    label._course_full, label._course_wrapped = full, out
+    label.set_text(out)
+    return out != text

@@ -5,8 +5,10 @@ import threading
 
 import matplotlib.pyplot as plt
 
+from matplotlib.figure import Figure
+
 from .plot_axes import (  # noqa: F401  (re-exported: plots.is_powers_of_two and the rest)
-    _log_y, _wide, _x_axis, caption_below, is_powers_of_two, shared_legend, unit_of,
+    _log_y, _wide, _x_axis, caption_below, fit_to_figure, is_powers_of_two, pinned_legends, shared_legend, unit_of,
 )
 
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
@@ -34,16 +36,28 @@ _SUBPLOTS_KW = ("nrows", "ncols", "sharex", "sharey", "squeeze", "width_ratios",
                 "gridspec_kw")
 
 
-def subplots(*args, **kwargs):
-    """Every course figure is made here. On the main thread (a notebook cell), `plt.subplots`: the cell shows
-    the figure. Off it (an explorer's worker thread), a figure pyplot does not know: pyplot's interactive
-    auto-draw (a figure redrawn on every change while it is built), run from a worker thread of a kernel,
-    corrupted replayed figures at random in JupyterLab: bars off their labels, over the title, blank plots."""
-    if threading.current_thread() is threading.main_thread():
-        return plt.subplots(*args, **kwargs)
-    from matplotlib.figure import Figure
+class CourseFigure(Figure):
+    """Every course figure: before each draw its long y labels are wrapped to their axes and its caption put under
+    everything else (`plot_axes.fit_to_figure`), whatever size a cell gives it. savefig(bbox_inches="tight"), as
+    notebooks and explorers save, draws twice: laid out, then cropped; in the cropped draw a legend anchored to the
+    figure would follow the crop's bottom edge onto the caption, so it keeps the place the layout gave it."""
 
-    fig = Figure(**{k: v for k, v in kwargs.items() if k not in _SUBPLOTS_KW})
+    def draw(self, renderer):
+        if self.bbox is self.figbbox:  # not cropped
+            fit_to_figure(self, renderer)
+            return super().draw(renderer)
+        with pinned_legends(self):
+            return super().draw(renderer)
+
+
+def subplots(*args, **kwargs):
+    """Every course figure is made here, a `CourseFigure`. On the main thread (a notebook cell), `plt.subplots`:
+    the cell shows the figure. Off it (an explorer's worker thread), a figure pyplot does not know: pyplot's
+    interactive auto-draw (a figure redrawn on every change while it is built), run from a worker thread of a
+    kernel, corrupted replayed figures at random in JupyterLab: bars off their labels, over the title, blank plots."""
+    if threading.current_thread() is threading.main_thread():
+        return plt.subplots(*args, FigureClass=CourseFigure, **kwargs)
+    fig = CourseFigure(**{k: v for k, v in kwargs.items() if k not in _SUBPLOTS_KW})
     return fig, fig.subplots(*args, **{k: v for k, v in kwargs.items() if k in _SUBPLOTS_KW})
 
 
@@ -249,7 +263,8 @@ def machines(rows: dict[str, dict[str, float]], title: str = "", ax=None, order:
     for i, m in enumerate(machines_):
         xs = [j + i * width for j in range(len(variants))]
         ax.bar(xs, [rows[m].get(v, float("nan")) / scale for v in variants], width, label=m)
-    ax.set_xticks([j + width * (len(machines_) - 1) / 2 for j in range(len(variants))], variants, rotation=15)
+    ax.set_xticks([j + width * (len(machines_) - 1) / 2 for j in range(len(variants))], variants, rotation=15,
+                  ha="right", rotation_mode="anchor")  # each name ends at its group: long ones ran into the next
     _log_y(ax)
     models = sum("· model" in m for m in machines_)  # results.Recorded.short() names each row's kind
     what = ("median time per call" if not models else "roofline floor per call (model)" if models == len(machines_)

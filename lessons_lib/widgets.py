@@ -34,8 +34,8 @@ from .device import COURSE_DEVICES, describe, has_cuda, pick
 from .display import text_table
 from .explorer_replay import _BAR_LABELS, Replaying, crossover_of  # noqa: F401  (re-exported)
 from .explorer_verdict import DECIDE_MAX_TIME, Deciding  # noqa: F401  (re-exported)
-from .explorer_ui import THIS_MACHINE, ExplorerUI, slider_values  # noqa: F401  (re-exported: public names)
-from .lesson import Lesson, check_dtype, crossover  # noqa: F401
+from .explorer_ui import THIS_MACHINE, ExplorerUI, OverBudget, slider_values  # noqa: F401  (re-exported: public names)
+from .lesson import Lesson, Stopped, check_dtype, crossover  # noqa: F401
 from .phases import Phases
 from .posted_figures import _posted_figure, _shape_str, _wrap  # noqa: F401  (re-exported)
 from .timing import Timing, fmt_time
@@ -96,9 +96,20 @@ class Explorer(Deciding, Replaying, ExplorerUI):
         self.phases = Phases()
 
     # --- phases: what runs now (the widget's status listens) -----------------------------------
-    def _begin(self) -> Phases:
-        self.phases = Phases(self._on_phase)
+    STOPS_IN = ("this machine's peaks", "estimating", "measuring")  # phases Stop ends at their next step
+
+    def _begin(self, stop=None) -> Phases:
+        """Phases for one action. With `stop`: each step of a phase in STOPS_IN (a variant calibrated, measured or
+        its metrics taken) first asks it, and raises `Stopped` (Stop was seen only between variants: 11 s late in
+        lesson 07); a run measured, or a sweep's finished points, are still decided and drawn."""
+        def heard(phase: str, detail: str) -> None:
+            if stop is not None and phase in self.STOPS_IN and stop():
+                raise Stopped(f"stopped while {phase}")
+            self._on_phase(phase, detail)
+
+        self.phases = Phases(heard)
         return self.phases
+
 
     def _peaks_first(self, dev, dt) -> None:
         """This machine's peaks for the dtype, measured once (seconds for a dtype with a slow path)."""
@@ -145,7 +156,7 @@ class Explorer(Deciding, Replaying, ExplorerUI):
         ValueError if it can't run (bad input, does not fit, or estimated over `run_budget`)."""
         dev = pick(device or self.device)
         dt = _dtype(dtype)
-        ph = self._begin()
+        ph = self._begin(stop)
         est = self.estimate(dtype, dev, **params)
         self._check_budget(est, self.run_budget, "run")
         ph.estimated = dict(self.estimate_parts)
@@ -173,7 +184,7 @@ class Explorer(Deciding, Replaying, ExplorerUI):
         A sweep that Stop ends keeps its finished points: the figure shows them, marked stopped."""
         dev = pick(device or self.device)
         dt = _dtype(dtype)
-        ph = self._begin()
+        ph = self._begin(stop)
         base = {**self.lesson.defaults(dev), **params}
         self.lesson.param(param)
         values = values if values is not None else default_sweep_values(self.lesson, param, base[param])
@@ -270,7 +281,7 @@ class Explorer(Deciding, Replaying, ExplorerUI):
             name = _variable_name(self)
             raise_it = (f"{name}.{what}_budget = {2 * budget:g}" if name else
                         f"keep the explorer in a variable, say explorer, then explorer.{what}_budget = {2 * budget:g}")
-            raise ValueError(f"This {what} would take {about} {fmt_time(seconds)} (the budget is {fmt_time(budget)}): "
+            raise OverBudget(f"This {what} would take {about} {fmt_time(seconds)} (the budget is {fmt_time(budget)}): "
                              f"make a dimension smaller, or raise the budget ({raise_it}).")
 
     def _bars(self, timings, floors, metrics: dict, title: str, bar_label: str = "median, whiskers ± IQR/2"):

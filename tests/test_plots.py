@@ -257,3 +257,56 @@ def test_machines_says_what_its_bars_are_measured_or_model():
     assert labels["measured"].startswith("median time per call (ms")
     assert labels["model"].startswith("roofline floor per call (model)")  # a floor is not a median
     assert "median where measured, floor where model" in labels["both"]
+
+
+# --- every figure fits: a long y label wraps to its axes, a caption goes under the legend (issue 34) -------------
+def _drawn_extents(fig, artists: dict) -> dict:
+    """Each artist's window extent as it was drawn the last time (savefig's cropped draw, for a saved PNG)."""
+    seen = {}
+    for name, artist in artists.items():
+        def draw(renderer, _orig=artist.draw, _name=name, _artist=artist):
+            seen[_name] = _artist.get_window_extent(renderer)
+            return _orig(renderer)
+        artist.draw = draw
+    return seen
+
+
+def test_a_y_label_longer_than_its_axes_is_wrapped_to_their_height():
+    """07 §7: 'time per call: median where measured, floor where model (ms, log)' ran over the title and caption."""
+    import io
+
+    rows = {"H200 · measured 2026-11-26": {"original": 8e-3, "+ gemm": 2e-3},
+            "T4 · model": {"original": 3e-3, "+ gemm": 1e-3}}
+    fig = plots.machines(rows, title="One training step per stage", caption="recorded somewhere, " * 12)
+    try:
+        ax = fig.axes[0]
+        seen = _drawn_extents(fig, {"label": ax.yaxis.label, "axes": ax.patch})
+        fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
+        assert "\n" in ax.get_ylabel()
+        assert seen["label"].height <= seen["axes"].height
+        assert ax.get_ylabel().replace("\n", " ") == ax.yaxis.label._course_full  # the words kept, only wrapped
+        ax.set_ylabel("short")  # a label set anew is wrapped (or not) afresh
+        fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
+        assert ax.get_ylabel() == "short"
+    finally:
+        plt.close(fig)
+
+
+def test_a_legend_under_the_panels_stays_above_the_caption_in_the_saved_picture():
+    """02's recorded sweep: savefig(bbox_inches='tight') moved the figure's legend to the cropped picture's bottom,
+    onto the caption."""
+    import io
+
+    fig, axes = plots.panels(2)
+    for ax in axes:
+        for name in ("broadcast matmul", "einsum", "3-D bmm", "custom Function", "checkpointed"):
+            ax.plot([1, 2], [1, 2], label=name)
+    plots.shared_legend(fig, axes[0])
+    plots.caption_below(fig, "Intel(R) Xeon(R) Processor · measured: recorded with 1 thread, load 2.8-3.0. " * 3)
+    try:
+        seen = _drawn_extents(fig, {"legend": fig.legends[0], "caption": fig._course_caption})
+        fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
+        assert seen["legend"].y0 > seen["caption"].y1  # the legend wholly above the caption
+        assert seen["caption"].y0 >= 0  # and the caption inside the picture
+    finally:
+        plt.close(fig)

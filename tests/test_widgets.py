@@ -103,7 +103,7 @@ def test_a_sweep_predicts_each_point_from_its_own_calls(monkeypatch):
     timed = _scripted_calls(toy, monkeypatch, step)
     ex = Explorer(toy, "cpu", min_run_time=0.05, sweep_budget=600)
     with pytest.raises(Stopped):  # stopped before anything is measured: the estimate is what is tested
-        ex.sweep("n", [8, 16, 32, 64], stop=lambda: True)
+        ex.sweep("n", [8, 16, 32, 64], stop=lambda: ex.phases.current == "measuring")
     assert sorted(timed) == sorted((v, n) for v in ("mm", "einsum") for n in (8, 16, 32, 64))
     ovh = toy.calibrate({"n": 8}, "cpu").timer_overhead  # the same reading, give or take its noise
     want = sum(2 * harness_seconds(step({"n": n}), 0.05, MAX_TIME_PER_VARIANT, overhead=ovh) for n in (8, 16, 32, 64))
@@ -541,3 +541,117 @@ def test_a_variant_that_runs_another_is_never_named_fastest():
         run.timings[name].median, run.timings[name].iqr = med, 0.01 * med
     assert ex.winner_line(run).startswith("fastest: mm, 2.00× ahead of einsum")
 
+
+
+# --- issue 34: Stop is prompt and its status honest; a replay never strands the sliders; the pair is named ---------
+def _gated_toy(gate, calls):
+    def mm(a, b):
+        calls.append(1)
+        gate.wait(10)
+        return a @ b
+    return dataclasses.replace(_toy(), variants=[Variant("mm", mm), Variant("einsum", _toy().variants[1].fn)])
+
+
+def test_stop_is_seen_at_the_next_timed_call_not_after_the_measurement():
+    """Lesson 07's sweep stopped 11 s after Stop: the flag was read only between variants."""
+    import threading
+
+    calls, gate = [], threading.Event()
+    gate.set()
+    toy = _gated_toy(gate, calls)
+    with pytest.raises(Stopped):
+        toy.run({"n": 8}, "cpu", min_run_time=30.0, stop=lambda: len(calls) >= 3)  # 30 s of calls unless it stops
+    assert len(calls) == 3
+
+
+def test_stop_during_the_estimate_ends_it_at_the_next_variant():
+    ex = Explorer(_toy(), "cpu", min_run_time=0.01)
+    notes = []
+    ex._on_phase = lambda phase, detail: notes.append(detail)
+    timed = lambda: sum("timing a few calls" in n for n in notes)  # noqa: E731
+    with pytest.raises(Stopped):
+        ex.sweep("n", [4, 8, 16], stop=lambda: timed() >= 1)
+    assert timed() == 1 and not any(n.startswith("measuring") for n in notes)
+
+
+def test_the_stopping_status_stays_until_the_action_has_ended():
+    """'stopping…' was overwritten within 0.6 s by the next phase line, and the sweep went on for 11 s."""
+    import threading
+    import time
+
+    calls, gate = [], threading.Event()
+    ex = Explorer(_gated_toy(gate, calls), "cpu", min_run_time=0.01)
+    ex.widget()
+    worker = ex._act(ex._do_run)
+    deadline = time.time() + 30
+    while not ex._phase_text and time.time() < deadline:  # the worker is inside a phase, held at the gate
+        time.sleep(0.01)
+    ex._request_stop()
+    ex._on_phase("estimating", "timing a few calls of einsum (2 of 2)")  # what the next step would say
+    ex._show_phase()  # and the clock's tick
+    assert "stopping" in ex.status.value and "Stop pressed" in ex.status.value
+    gate.set()
+    worker.join(30)
+    assert "■ stopped" in ex.status.value and "stopping" not in ex.status.value
+
+
+def test_a_refusal_after_a_replay_puts_the_sliders_back_and_says_so():
+    """Lesson 07: replaying 'T4 · model' moved the sliders to a GPU's shape and Run refused there with no way
+    back. Refused over the budget at a shape a replay set, the sliders return to the reader's and the line says so."""
+    ex = L1.explorer("cpu")
+    ex.widget()
+    mine = ex._params()
+    model = next(name for name, r in ex._recorded.items() if r.kind == "model" and r.is_gpu)
+    ex._following = True
+    ex.source_w.value = model
+    ex._following = False
+    ex._act(ex._do_replay, background=False)
+    assert ex._params() != mine
+    assert any("go back to where they were" in o.get("text", "") for o in ex.out.outputs)
+    ex.run_budget = 1e-6
+    ex._act(ex._do_run, background=False, measures=True)
+    assert "budget" in ex.status.value and "sliders are back where they were" in ex.status.value
+    assert ex._params() == mine
+    # a slider the reader moves after a replay is theirs: a refusal leaves it
+    ex.source_w.value = model
+    ex._act(ex._do_replay, background=False)
+    name = next(iter(ex.sliders))
+    ex.sliders[name].value = mine[name]
+    moved = ex._params()
+    ex._act(ex._do_run, background=False, measures=True)
+    assert "sliders are back" not in ex.status.value and ex._params() == moved
+
+
+def test_a_no_winner_sentence_names_the_two_variants():
+    """'fastest: no winner … 1.07×' did not say between which two (03's explorer's 'not decided' line did)."""
+    from lessons_lib.explorer_verdict import _say
+
+    class NoWinner:
+        decided = True
+
+        def say(self, template, tie=None, **extra):
+            return "no winner on this run: the rounds put it at 1.07×"
+
+    assert _say(NoWinner(), "+ loop", "+ saved", " (10 paired rounds)").startswith("+ loop against + saved: no winner")
+
+
+def test_a_sweep_in_a_notebook_leaves_a_line_of_text_not_a_widget(monkeypatch):
+    """04 after a reload: tqdm.auto's closed widget showed 'Error displaying widget: model not found'."""
+    import IPython
+    import IPython.display
+
+    shown = []
+
+    class Handle:
+        def update(self, obj, raw=False):
+            shown.append((obj, raw))
+
+    def display(obj, raw=False, display_id=None):
+        shown.append((obj, raw))
+        return Handle()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
+    monkeypatch.setattr(IPython.display, "display", display)
+    _toy().sweep("n", [4, 8], device="cpu", min_run_time=0.01)
+    assert shown and all(raw and set(obj) == {"text/plain"} for obj, raw in shown)
+    assert shown[-1][0]["text/plain"].startswith("sweeping n: 2 of 2 points measured in")

@@ -5,7 +5,7 @@ import warnings
 
 import torch
 
-from .. import compiling, noise, timing
+from .. import compile_notice, compiling, noise, timing
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table
@@ -175,7 +175,8 @@ def compile_loop(groups: int = 8, group_size: int = 16, rows: int = 64, device=N
         # Inductor's advice to turn TF32 on for float32 GEMMs (a GPU with TF32): the lesson keeps PyTorch's
         # default, full float32, and says so beside every GPU timing (tf32_note); a red stderr block here is noise.
         warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores")
-        c = compiling.compile_cold(loop_rows, x, w, b, capture_code=True)
+        c = compiling.compile_cold(loop_rows, x, w, b, capture_code=True,
+                                   busy_s=compile_notice.BUSY_S["03 loop"])
     if not c.ok:
         return c, str(c)
     lib = compiling.kernels(c.code)["library"]

@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 
-from .. import compiling, noise, roofline, timing
+from .. import compile_notice, compiling, noise, roofline, timing
 from .. import device as _device
 from ..lesson import Variant
 from ..timing import fmt_time
@@ -85,7 +85,8 @@ def compile_and_compare(params: dict, device=None, small: dict | None = None,
     dev = timing.timing_device(device)
     full = LESSON.check(params, dev, torch.float32)
     inputs = make_inputs(full, dev, torch.float32)
-    c = compiling.compile_cold(pseudo_linear, *inputs, dynamic=True, capture_code=True)
+    c = compiling.compile_cold(pseudo_linear, *inputs, dynamic=True, capture_code=True,
+                               busy_s=compile_notice.BUSY_S["04 PseudoLinear"])
     out = CompiledRun(c, full)
     if not c.ok:
         return out
@@ -121,7 +122,8 @@ def compiled_training_check(params: dict, device=None) -> str:
     backend = compiling.default_backend(dev)
     full = TRAIN_LESSON.check(params, dev, torch.float32)
     inputs = make_train_inputs(full, dev, torch.float32)
-    c = compiling.compile_cold(pseudo_linear, *inputs[:4], backend=backend, dynamic=True, step=_train_call(inputs))
+    c = compiling.compile_cold(pseudo_linear, *inputs[:4], backend=backend, dynamic=True, step=_train_call(inputs),
+                               busy_s=compile_notice.BUSY_S["04 training step"] if dev.type == "cpu" else None)
     if not c.ok:
         return str(c)
     try:

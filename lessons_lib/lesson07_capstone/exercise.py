@@ -74,9 +74,11 @@ def check_exercise(model, train, batch: int = 8, T: int = 6, speed: bool = True)
         return v
     d = model.dims()
     start = copy.deepcopy(model)  # the weights before the reader's code runs
-    if not _trains_as_the_original(v, model, train, start, d, batch, T):
+    # the part the reader wrote comes first: a wrong my_qkv also changes the losses and every update downstream,
+    # and a first line naming another parameter ("block.experts.15.weight: update off") sent them to the experts
+    qkv_ok = _qkv_line(v, model.block.qkv_fn, d)
+    if not _trains_as_the_original(v, model, train, start, d, batch, T, qkv_ok):
         return v
-    _qkv_line(v, model.block.qkv_fn, d)
     report, problem = call_reader(lambda: _diagnose(copy.deepcopy(start), train, max(batch, WATCH_BATCH), T))
     if problem:
         v.check("can be traced (lessons_lib.diagnose: op trace, ledger, sync detector)", False, problem)
@@ -92,8 +94,10 @@ def check_exercise(model, train, batch: int = 8, T: int = 6, speed: bool = True)
     return v
 
 
-def _trains_as_the_original(v: Verdict, model, train, start, d, batch, T) -> bool:
-    """Three steps beside the original: losses, outputs, each parameter's update, and the inputs left alone."""
+def _trains_as_the_original(v: Verdict, model, train, start, d, batch, T, qkv_ok: bool = True) -> bool:
+    """Three steps beside the original: losses, outputs, each parameter's update, and the inputs left alone.
+    qkv_ok=False: the reader's q, k, v (checked above) differ from the original's, so a difference here says so."""
+    after_qkv = "" if qkv_ok else "; your q, k, v above differ from the original's: fix them first"
     x, y = make_data(n=4 * batch, T=T, K=d["K"])
     xa, ya = x.clone(), y.clone()
     ref = copy_weights(start, Model(False, d["C"], d["H"], d["E"], d["K"]))
@@ -102,7 +106,7 @@ def _trains_as_the_original(v: Verdict, model, train, start, d, batch, T) -> boo
     if problem is None and not (isinstance(out, tuple) and len(out) == 2):
         problem = f"train returned {type(out).__name__}; return (losses, outputs) as slow_train does"
     if problem:
-        v.check(f"trains for {CHECK_STEPS} steps", False, problem)
+        v.check(f"trains for {CHECK_STEPS} steps", False, problem + after_qkv)
         return False
     losses, outs = out
     r_losses, r_outs = slow_train(ref, x, y, steps=CHECK_STEPS, batch=batch)
@@ -112,10 +116,11 @@ def _trains_as_the_original(v: Verdict, model, train, start, d, batch, T) -> boo
     except Exception as e:  # a loss list of strings, or of tensors with their graphs
         err, problem = float("inf"), f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
     v.check(f"the same losses and outputs as the original over {CHECK_STEPS} steps (float32, same weights)",
-            err <= RTOL, problem or (f"worst relative error {err:.1e}" if err > RTOL else ""))
+            err <= RTOL, problem or (f"worst relative error {err:.1e}{after_qkv}" if err > RTOL else ""))
     name, e_upd = _worst_update(model, ref, before, d)
     v.check(f"every parameter trains as in the original (its update over {CHECK_STEPS} steps)", e_upd <= UPDATE_RTOL,
-            f"{name}: update off by {e_upd:.1e} of the original's (frozen, or trained differently?)"
+            (f"{name}: update off by {e_upd:.1e} of the original's{after_qkv}" if not qkv_ok else
+             f"{name}: update off by {e_upd:.1e} of the original's (frozen, or trained differently?)")
             if e_upd > UPDATE_RTOL else "")
     changed = [n for n, a, b in (("x", xa, x), ("y", ya, y)) if not torch.equal(a, b)]
     v.check("leaves its inputs x and y as it found them", not changed,
@@ -145,13 +150,14 @@ def _worst_update(model, ref, before, d) -> tuple[str, float]:
     return worst
 
 
-def _qkv_line(v: Verdict, fn, d) -> None:
+def _qkv_line(v: Verdict, fn, d) -> bool:
     """The fix the reader writes: q, k, v of every head from one GEMM, the original's numbers (float64, odd
-    shapes, forward and both gradients), and no broadcast."""
+    shapes, forward and both gradients), and no broadcast. Returns whether its numbers are the original's (a
+    reader's q, k, v not written yet leaves the original's in the model: True)."""
     name = "your q, k, v projection: the original's numbers, in one GEMM (lesson 01)"
     if fn is None or fn is qkv_one_gemm:
         v.check(name, False, "write my_qkv yourself and pass it: L.Model(fixed={...}, qkv=my_qkv)")
-        return
+        return True
     torch.manual_seed(0)
     B, T, H, D = 3, 5, 3, 8
     h = torch.randn(B, T, H * D, dtype=torch.float64, requires_grad=True)
@@ -161,8 +167,11 @@ def _qkv_line(v: Verdict, fn, d) -> None:
         problem = "return three tensors q, k, v, each (B, H, T, D)"
     if problem:
         v.check(name, False, problem)
-        return
+        return False
     ref = qkv_one_gemm(h, w, H)
+    if any(t.shape != r.shape for t, r in zip(out, ref)):
+        v.check(name, False, _qkv_miss(out, ref, float("inf")))
+        return False
     g = [torch.randn_like(r) for r in ref]
     try:
         grads = torch.autograd.grad(out, (h, w), g, allow_unused=True)
@@ -172,8 +181,19 @@ def _qkv_line(v: Verdict, fn, d) -> None:
     gemms = len(trace_ops(fn, h.detach(), w.detach(), H).gemms)
     ok = err <= 1e-10 and gemms == 1
     one_gemm = f"{count(gemms, 'GEMM')}: one F.linear with the (3C, C) weight gives q, k and v at once"
-    v.check(name, ok, problem or (f"relative error {err:.1e} against qkv_one_gemm (float64)" if err > 1e-10 else
-                                  one_gemm if gemms != 1 else ""))
+    v.check(name, ok, problem or (_qkv_miss(out, ref, err) if err > 1e-10 else one_gemm if gemms != 1 else ""))
+    return err <= 1e-10
+
+
+def _qkv_miss(out, ref, err: float) -> str:
+    """Why the reader's q, k, v are not the original's: their shapes, or, at the right shapes, the usual slip (a
+    reshape where the axes must move: the student's first attempt)."""
+    got, want = [tuple(t.shape) for t in out], tuple(ref[0].shape)
+    if any(g != want for g in got):
+        return f"q, k, v have shapes {', '.join(map(str, got))}; each should be (B, H, T, D) = {want}"
+    return (f"right shapes, other numbers (relative error {err:.1e} against qkv_one_gemm, float64): F.linear's "
+            "(B, T, 3C) output views as (B, T, 3, H, D) and q, k, v need H before T; move the axes (permute or "
+            "transpose): a reshape to (B, 3, H, T, D) regroups the numbers instead")
 
 
 def _diagnose(model, train, batch, T):

@@ -6,6 +6,7 @@ float64: the outputs, every parameter's gradient and the parameters after a few 
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -130,9 +131,24 @@ class Waterfall(NamedTuple):
         return self.cmp.median(name) / self.steps
 
     def sentences(self) -> list[str]:
-        """One sentence per fix (against the stage before) and one for the whole: decided or not."""
+        """One sentence per fix (against the stage before) and one for the whole: decided or not. When the time
+        limit left too few paired rounds, one last line says so once and gives the max_time that fits."""
         out = [f"{b}: {_versus(self.cmp.ratio(a, b), 'the stage before')}" for a, b in zip(self.names, self.names[1:])]
-        return out + [f"all fixes: {_versus(self.cmp.ratio(self.names[0], self.names[-1]), 'the original')}"]
+        out.append(f"all fixes: {_versus(self.cmp.ratio(self.names[0], self.names[-1]), 'the original')}")
+        return out + ([f"Not decided on this run: {self.cmp.lacking}. {self.more_time()}"] if self.cmp.lacking else [])
+
+    def more_time(self) -> str:
+        """The waterfall call that gives the noise rule's minimum of paired rounds room at this run's pace (its
+        first round, warm-up included, errs long), with a margin; "" when the rounds were enough."""
+        if not self.cmp.lacking:
+            return ""
+        from .. import noise
+
+        done = len(self.cmp.rounds[self.names[0]])
+        pace = self.cmp.seconds / max(done, 1)
+        need = 5 * math.ceil(noise.MIN_ROUNDS * pace * 1.25 / 5)
+        return (f"Raise max_time to fit {noise.MIN_ROUNDS} paired rounds at this run's pace ({pace:.1f} s a round): "
+                f"fall = L.waterfall(device, max_time={need})")
 
     def table(self):
         from ..display import html_table
@@ -205,7 +221,9 @@ def waterfall(device="cpu", steps: int = 2, max_time: float = 8.0, fixes=None, d
 
 
 def _versus(r, other: str, short: bool = False) -> str:
-    """A ratio time(before) / time(after) in words, through the noise rule."""
+    """A ratio time(before) / time(after) in words, through the noise rule (too few rounds: said once, below)."""
+    if r.lacking:
+        return "not decided" if short else "not decided on this run (too few paired rounds: see the last line)"
     if not r.decided:
         return "not decided" if short else r.not_decided()
     if r.tie:

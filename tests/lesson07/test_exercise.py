@@ -8,7 +8,7 @@ from lessons_lib.lesson07_capstone import exercise as E
 from lessons_lib.lesson07_capstone import model as M
 
 SMALL = dict(C=64, H=4, E=4)  # experts of 16 features: no other GEMM of the checker's run is 16 x 16
-FIRST = 4  # lines before the pitfalls: the numbers, every parameter's update, the inputs, your q, k, v projection
+FIRST = 4  # lines before the pitfalls: your q, k, v projection, the numbers, every parameter's update, the inputs
 
 
 def my_qkv(h, w, H):  # the reader's fix: one GEMM, then views
@@ -35,7 +35,7 @@ def test_checker_sees_every_pitfall_in_the_starter_and_none_in_the_reference():
     slow = _lines(E.check_exercise(_model(False, E.qkv_starter), train))
     fixed = _lines(E.check_exercise(_model(True), M.fixed_train))
     assert len(slow) == len(fixed) == FIRST + len(E.LINES)
-    assert all(ok for _, ok in slow[:3]) and all(ok for _, ok in fixed)  # both learn the original's numbers
+    assert all(ok for _, ok in slow[1:FIRST]) and all(ok for _, ok in fixed)  # both learn the original's numbers
     assert not any(ok for _, ok in slow[FIRST:-1]) and slow[-1][1]  # every pitfall but a graph kept alive
 
 
@@ -68,6 +68,25 @@ def test_the_reader_writes_the_qkv_projection_and_the_checker_grades_it():
     assert "3 GEMMs" in _line(E.check_exercise(_model(True, three_linears), M.fixed_train), "your q, k, v")[2]
     v = E.check_exercise(_model(True, wrong_heads), M.fixed_train)
     assert not v.passed and "relative error" in _line(v, "your q, k, v")[2]
+
+
+def test_a_wrong_qkv_is_the_first_line_and_the_lines_it_breaks_say_so():
+    """Issue 34: a my_qkv that reshapes without transposing failed first on 'block.experts.15.weight: update off',
+    sending the student to the experts. The part they wrote leads, says what is likely wrong, and the training
+    lines it breaks point back to it."""
+    def reshaped(h, w, H):  # one GEMM, then a reshape where the axes must move
+        B, T, C = h.shape
+        return F.linear(h, w).reshape(B, 3, H, T, C // H).unbind(1)
+
+    v = E.check_exercise(_model({"grouped", "fused"}, reshaped), M.slow_train)
+    first = v.checks[0]
+    assert first[0].startswith("your q, k, v") and not first[1]
+    assert "right shapes, other numbers" in first[2] and "permute or transpose" in first[2]
+    for start in ("the same losses", "every parameter trains"):
+        line = _line(v, start)
+        assert not line[1] and "your q, k, v above differ" in line[2], line
+    shapes = _line(E.check_exercise(_model(True, lambda h, w, H: (h, h, h)), M.fixed_train), "your q, k, v")
+    assert "should be (B, H, T, D)" in shapes[2]
 
 
 def test_checker_counts_host_syncs_as_cuda_does_and_names_the_lines():
@@ -220,7 +239,8 @@ def test_checker_catches_wrong_numbers_and_wrong_arguments():
     def wrong(model, x, y, steps=20, batch=32, lr=1e-2):
         return M.fixed_train(model, x, y, steps, batch, lr=10 * lr)
     v = E.check_exercise(_model(True), wrong)
-    assert not v.checks[0][1] and "relative error" in v.checks[0][2]
+    numbers = _line(v, "the same losses")
+    assert not numbers[1] and "relative error" in numbers[2] and "q, k, v above" not in numbers[2]
     assert "lesson Model" in str(E.check_exercise(torch.nn.Linear(2, 2), M.slow_train))
     assert not E.check_exercise(_model(True), "fixed_train").passed
     assert "return (losses, outputs)" in str(E.check_exercise(_model(True), lambda *a, **k: 3))

@@ -1,0 +1,39 @@
+"""The line printed before a cold compile: what is compiling and how long it can take on a busy machine.
+
+`compiling.compile_cold` calls `announce` for every caller, so no lesson's compile is silent (a student's
+03 §3 sat 55 s without output, then printed "took 52.2 s"). The figures are measured, not hoped: each
+notebook's cold compile run as the notebook runs it, in a fresh process with an empty Inductor cache
+(`TORCHINDUCTOR_CACHE_DIR`), on a 2-core CPU with two busy loops beside it (see BUSY_LOAD). The doctor quotes
+the same figures.
+"""
+from __future__ import annotations
+
+import threading
+
+BUSY_LOAD = "load 6-7"  # the load the figures below were measured at (two busy loops beside the notebook)
+# Seconds, a 2-core CPU at BUSY_LOAD: lesson 03's compile of the loop (Inductor, batch_linear fusion, a fresh
+# cache), lesson 04's compile of PseudoLinear (Inductor, dynamic shapes) and 04's training step with the CPU's
+# stand-in backend (no code generation).
+BUSY_S = {"03 loop": 60.0, "04 PseudoLinear": 30.0, "04 training step": 10.0}
+BY_BACKEND = {"inductor": max(BUSY_S["03 loop"], BUSY_S["04 PseudoLinear"]),
+              "aot_eager_decomp_partition": BUSY_S["04 training step"]}
+
+
+def announce(what: str, backend: str, device, busy_s: float | None = None) -> None:
+    """Print one line before a cold compile of `what`. `busy_s`: this compile's measured figure (default: the
+    backend's largest). Silent on an explorer's worker thread: its status line names the phase, and a print
+    there would land in whichever cell runs."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    busy = busy_s if busy_s is not None else BY_BACKEND.get(backend)
+    if getattr(device, "type", device) == "cuda":
+        how = "the H200 took 1-6 s for the course's compiles; a 2-core host such as Colab's takes longer"
+    elif busy:
+        how = f"up to about {busy:.0f} s on a busy 2-core laptop ({BUSY_LOAD}), seconds on a quiet one"
+    else:
+        how = "seconds on a quiet machine, a minute or more on a busy one"
+    print(f"Compiling {what} (torch.compile, backend {backend!r}): tracing and code generation, {how}. "
+          "The time it took prints when it is done.", flush=True)
+
+
+__all__ = ["announce", "BUSY_S", "BY_BACKEND", "BUSY_LOAD"]
