@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compile_notice import announce
 from .display import count
@@ -121,33 +120,9 @@ def reset() -> None:
     fn()
 
 
-class EagerWatch(TorchDispatchMode):
-    """The dispatch mode the course's watchers subclass (trace, syncs, graph_check, memory, diagnose): a compiled
-    function called under it runs eagerly, so the watcher sees its aten ops, and stays compiled afterwards. Under a
-    plain mode Dynamo skips the frame and keeps the skip for its code object (torch/_dynamo/convert_frame.py's
-    "non-infra torch dispatch mode" skip; ConvertFrameReturn.apply_to_code defaults to True, _dynamo/types.py):
-    one trace of lesson 04's compiled PseudoLinear left it eager for good (the H200's "fused 1.00x eager"). The
-    "force_eager" stance (torch.compiler.set_stance) runs it eager without asking Dynamo, so nothing is marked."""
-
-    def __enter__(self):
-        set_stance = getattr(getattr(torch, "compiler", None), "set_stance", None)  # torch 2.6+
-        self._stances = [*getattr(self, "_stances", []), set_stance("force_eager") if set_stance else None]
-        try:
-            return super().__enter__()
-        except BaseException:
-            self._restore_stance()
-            raise
-
-    def __exit__(self, *exc):
-        try:
-            return super().__exit__(*exc)
-        finally:
-            self._restore_stance()
-
-    def _restore_stance(self):
-        stance = self._stances.pop()
-        if stance is not None:
-            stance.__exit__(None, None, None)
+# EagerWatch (the watchers' dispatch mode: a compiled function runs eagerly under it, on that thread only, and stays
+# compiled) lives in eager_watch.py; its home was here, and the watchers import it from here.
+from .eager_watch import EagerWatch  # noqa: E402
 
 
 # --- what did it capture? (a recording backend: no code generation) --------------------------------
