@@ -96,3 +96,16 @@ def test_the_speed_model_knows_both_sides_launch_the_same_ops():
     slow = exercise.speed_model(h200, 100 * exercise.HOST_OP)
     assert slow[0] / slow[1] < 1.6  # a very slow host: the same four ops a piece, the ratio towards 1.5 (its syncs)
     assert exercise.HOST_OP == roofline.ASSUMED_LAUNCH["H200"]  # one measured figure, not a copy of it
+
+
+@pytest.mark.skipif(not SIM, reason="needs the simulated GPU: -p tests.simgpu --simulate-gpu=t4")
+def test_the_gpu_speed_line_times_fewer_pieces_on_a_gpu_too_slow_for_ten_rounds_of_the_starter_in_its_budget():
+    # At 256 pieces a T4's starter is ~0.27 s a call (its quadratic cats at 320 GB/s): the noise rule's 10 paired
+    # rounds took ~26 s, past the checker's 20 s, so a T4 reader's correct answer could never pass.
+    n, rows, cols = exercise.gpu_speed_shape("cuda")
+    bandwidth = roofline.datasheet(torch.cuda.get_device_name()).bandwidth
+    starter = exercise.speed_model(bandwidth, 2 * exercise.HOST_OP, (n, rows, cols))[0]
+    assert (rows, cols) == exercise.GPU_SPEED_SHAPE[1:] and starter <= exercise.SPEED_CALL_S
+    assert n == {"t4": 128, "h100": 256}[SIM]  # a fast GPU keeps the shape the claim tests time
+    assert exercise.gpu_speed_shape("cpu") == exercise.GPU_SPEED_SHAPE
+
