@@ -354,7 +354,10 @@ def test_the_measured_h200_file_replays_in_every_explorer_or_is_named_missing(na
 def test_a_recorded_figure_never_says_rerun():
     from lessons_lib import noise
 
-    undecided = noise.Ratio([0.5, 1.0, 2.0])
-    assert undecided.say("{r}", recorded=True) == "not decided when recorded (spread 75%)"
+    undecided = noise.Ratio([0.5, 1.0, 2.0] * 4)
+    assert undecided.say("{r}", recorded=True) == ("not decided when recorded: 12 paired rounds put it at 0.5–2× "
+                                                   "(99.5% interval), either side of 1")
     assert "rerun" not in undecided.not_decided(recorded=True)
-    assert "rerun on a quieter machine" in undecided.say("{r}")  # a live measurement still says it
+    assert "rerun with more time or on a quieter machine" in undecided.say("{r}")  # a live measurement still says it
+    assert noise.Ratio([3.0] * 5).say("{r}", recorded=True) == ("not decided when recorded: 5 paired rounds, and "
+                                                               "the noise rule needs 10")

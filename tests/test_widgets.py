@@ -521,25 +521,35 @@ def test_the_winner_is_said_only_when_the_noise_rule_decides_it(monkeypatch):
     run = ex.lesson.run({"n": 8}, "cpu", min_run_time=0.01)
     for t, med in zip(run.timings.values(), (1.0, 1.1)):  # 10% apart, each with a 50% spread
         t.median, t.iqr = med, 0.5 * med
-    undecided = noise.Comparison({"mm": [1.0, 3.0, 1.0], "einsum": [2.0, 1.0, 1.1]})
+    undecided = noise.Comparison({"mm": [1.0, 3.0, 1.0] * 3 + [1.0], "einsum": [2.0, 1.0, 1.1] * 3 + [2.0]})
     monkeypatch.setattr(noise, "compare_lesson", lambda *a, **k: undecided)
     assert "not decided on this run" in ex.winner_line(run)
-    decided = noise.Comparison({"mm": [1.0, 1.0, 1.0], "einsum": [2.0, 2.1, 2.0]})
+    decided = noise.Comparison({"mm": [1.0] * 10, "einsum": [2.0, 2.1, 2.0] * 3 + [2.0]})
     monkeypatch.setattr(noise, "compare_lesson", lambda *a, **k: decided)
     assert ex.winner_line(run).startswith("fastest: mm, 2.")
 
 
-def test_a_variant_that_runs_another_is_never_named_fastest():
+def test_a_variant_that_runs_another_is_never_named_fastest(monkeypatch):
     # GroupedLinear(auto) runs one of lesson 03's variants: its lead over that one is noise
     import dataclasses
+
+    from lessons_lib import noise
 
     toy = _toy()
     auto = dataclasses.replace(toy.variants[0], name="auto", runs_another=True)
     ex = Explorer(dataclasses.replace(toy, variants=[*toy.variants, auto]), "cpu", min_run_time=0.01)
     run = ex.lesson.run({"n": 8}, "cpu", min_run_time=0.01)
-    for name, med in (("auto", 0.5), ("mm", 1.0), ("einsum", 2.0)):  # auto "fastest" by far, decided
+    for name, med in (("auto", 0.5), ("mm", 1.0), ("einsum", 2.0)):  # auto "fastest" by far
         run.timings[name].median, run.timings[name].iqr = med, 0.01 * med
+    asked = []
+
+    def rounds(lesson, params, device, dtype, variants, **kw):
+        asked.append(list(variants))
+        return noise.Comparison({"mm": [1.0] * 10, "einsum": [2.0] * 10})
+
+    monkeypatch.setattr(noise, "compare_lesson", rounds)
     assert ex.winner_line(run).startswith("fastest: mm, 2.00× ahead of einsum")
+    assert asked == [["mm", "einsum"]]  # auto is never among the contenders
 
 
 

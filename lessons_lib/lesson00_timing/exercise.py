@@ -202,7 +202,8 @@ def agreement_check(my_benchmark, device, n: int = GPU_CHECK_N, max_time: float 
     """(name, ok, detail): the reader's benchmark on a real n×n matmul against `timing.measure`, in
     alternating rounds (the noise rule, `noise.settle`): each round times the matmul with both, and the
     line passes when the rule's interval for the ratio (yours / the harness's) lies within TOLERANCE of 1,
-    and fails when it lies clear of that; otherwise it is not decided. One harness timing against one reader's number failed an honest benchmark on a shared H200.
+    and fails when it lies clear of that; otherwise it is not decided. One harness timing against one
+    reader's number failed an honest benchmark on a shared H200.
     Runs on any `device` (the tests use a small n on a CPU); the checker calls it on a CUDA GPU."""
     from .. import noise
     from ..hardware import synchronize

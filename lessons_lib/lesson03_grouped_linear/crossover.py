@@ -86,12 +86,12 @@ def crossover_grid(device=None, groups=None, sizes=None, base: dict | None = Non
                 dev.type, noisy)
 
 
-def paired_check(grid: Grid, rounds: int = 5, max_rounds: int = 9, min_run_time: float = 0.05,
+def paired_check(grid: Grid, rounds: int = noise.ROUNDS, max_rounds: int = noise.MAX_ROUNDS, min_run_time: float = 0.05,
                  max_time: float = 20.0) -> dict:
     """GroupedLinear(auto) against the grid's fastest contender (of its two fastest, the one the rounds find
     faster) and the forum baddbmm at each point, in
     the noise rule's paired rounds (`noise.compare_lesson`: order alternating each round, the median of
-    the per-round ratios, more rounds while a ratio is undecided). A shared machine drifts between one
+    the per-round ratios, decided by the rule's interval at its looks). A shared machine drifts between one
     variant's measurement and the next; a round sees the same drift on every side, so the ratio keeps
     what the grid's single pass loses in noise. Each round keeps each side's fastest sample
     (`Timing.least`, as the tuner ranks): these are ways to do the same work, and noise only adds time.
@@ -130,8 +130,8 @@ FAR = 2.0  # a forum variant that a first pass decides this much slower than ano
 
 
 def auto_against_forum(device, sizes, base: dict | None = None, forum=FORUM_VARIANTS, *, training: bool = True,
-                       min_run_time: float = 1e-3, first_max_time: float = 0.5, rounds: int = 5,
-                       max_rounds: int = 9, max_time: float = 3.0) -> list[dict]:
+                       min_run_time: float = 1e-3, first_max_time: float = 0.5, rounds: int = noise.ROUNDS,
+                       max_rounds: int = noise.MAX_ROUNDS, max_time: float = 3.0) -> list[dict]:
     """At each group size, GroupedLinear(auto) against the fastest of the `forum` variants, decided by the noise
     rule's paired rounds (`noise.compare_lesson`: alternating order, the median of the per-round ratios).
 

@@ -51,12 +51,13 @@ def test_recorded_gpu_summary_says_each_ratio_through_the_noise_rule(monkeypatch
         "steady": {"wrong": {"label": "w", "median": 2.0, "iqr": 0.0}, "honest": {"label": "h", "median": 1.0, "iqr": 0.01}},
         "noisy": {"wrong": {"label": "w", "median": 2.0, "iqr": 0.0}, "honest": {"label": "h", "median": 1.0, "iqr": 0.9}},
         "paired": {"wrong": {"label": "w", "median": 3.0, "iqr": 0.0}, "honest": {"label": "h", "median": 1.0, "iqr": 0.0},
-                   "paired_ratios": [3.0, 3.1, 2.9]}}}
+                   "paired_ratios": [3.0, 3.1, 2.9] * 3 + [3.0]}}}  # the noise rule decides from 10 rounds
     rec = results.Recorded({"name": "NVIDIA T4", "kind": "cuda", "kind_of_figures": "measured", "torch": "2.13.0",
                             "date": "2026-11-24"}, {explore.KEY: section})
     monkeypatch.setattr(results, "for_lesson", lambda *a, **k: [rec])
     lines = explore.recorded_gpu_summary().splitlines()
-    assert "(2×)" in lines[1] and "not decided on this run" in lines[2] and "(3×)" in lines[3]
+    assert "(2×)" in lines[1] and "not decided when recorded" in lines[2] and "(3×)" in lines[3]
+    assert "rerun" not in lines[2]  # a recorded figure: its reader cannot rerun the recording
 
 
 def test_the_recorded_gpu_summary_names_its_conditions_and_the_host_cpu():

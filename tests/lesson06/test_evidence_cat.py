@@ -45,7 +45,8 @@ def test_cat_verdict_says_only_what_its_rounds_decide(one_thread, monkeypatch):
     assert set(cmp.names) == {"cat in a loop", "preallocate + fill", "cat once"}
     decided = [cmp.ratio(num, "cat once").decided for num in ("cat in a loop", "preallocate + fill")]
     assert said.count("not decided on this run") == decided.count(False)
-    assert len(cmp.rounds["cat once"]) >= noise.MIN_ROUNDS
+    # the noise rule's minimum of rounds, or a sentence that says the time held fewer (a busy machine)
+    assert len(cmp.rounds["cat once"]) >= noise.MIN_ROUNDS or "give it more time" in said
 
 
 def test_the_sweep_exponent_is_decided_only_when_the_iqrs_allow_one_value():
@@ -66,8 +67,9 @@ def test_gpu_cat_once_is_faster_than_cat_in_a_loop_at_256_pieces():
 
 
 def _spread(median, spread):
-    """Three per-round values whose IQR (inclusive quartiles) is `spread` of the median."""
-    return [median * (1 - spread), median, median * (1 + spread)]
+    """Per-round values whose IQR (inclusive quartiles) is `spread` of the median: three values, four times over
+    (the noise rule decides from 10 rounds)."""
+    return [median * (1 - spread), median, median * (1 + spread)] * 4
 
 
 def test_the_h200_gaps_are_decided_whatever_their_spread(monkeypatch):
@@ -77,7 +79,7 @@ def test_the_h200_gaps_are_decided_whatever_their_spread(monkeypatch):
 
     once = 158e-6
     rounds = {"cat in a loop": [once * r for r in _spread(272, 0.69)],
-              "preallocate + fill": [once * r for r in _spread(27.1, 0.47)], "cat once": [once] * 3}
+              "preallocate + fill": [once * r for r in _spread(27.1, 0.47)], "cat once": [once] * 12}
     monkeypatch.setattr(noise, "compare", lambda fns, **kw: noise.Comparison(rounds))
     _cmp, said = evidence_cat.cat_verdict("cpu")
     assert "not decided" not in said
