@@ -168,7 +168,7 @@ class Explorer(Deciding, Replaying, ExplorerUI):
             self._prepared_seen[(name, dt, dev.type)] = seconds
         self._amend_work(run)
         if len(self._comparable(run.timings)) > 1:
-            ph.start("deciding the winner", "from the run's own spreads")
+            ph.start("deciding the winner", "in paired rounds (the noise rule)")
         self.decide(run, stop=stop)
         ph.start("drawing", "the figure")
         floors = run.floors(roofline.measure_peaks(dev, dt))

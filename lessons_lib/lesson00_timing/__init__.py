@@ -22,6 +22,8 @@ Which file holds what:
 - explore.py         the plots' rows, the recorded GPU results, `run_all`, `record` and `targets` (read by
                      `python -m lessons_lib.record`); lesson 00 has no explorer widget
 - exercise.py        the exercise: the broken benchmark, fake workloads of known duration, the checker
+- noise_rule.py      §4.1: the noise rule's interval, and why peeking until a comparison looks decided misleads
+                     (a seeded simulation: the same numbers on every machine)
 
 Below: the names the notebook and its solution use (the tests import the rest from the files above),
 three of them from the toolkit (show_source, SimulatedGPU, host_syncs). `compare` is also used by
@@ -39,6 +41,7 @@ from .demos import (  # noqa: F401
 )
 from .exercise import STEADY, FakeWorkload, broken_benchmark, check_exercise  # noqa: F401
 from .explore import KEY, recorded_gpu_summary, recorded_rows, rows_for_plot  # noqa: F401
+from .noise_rule import example_comparison, peek_until_decided, peeking_experiment, plot_noise_rule  # noqa: F401
 from .pretend_gpu import (  # noqa: F401
     demo_order, demo_sync_in_one_variant, sim_estimates, sim_verdicts, sync_timeline, thread000_queue,
 )

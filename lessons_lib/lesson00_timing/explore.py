@@ -62,7 +62,7 @@ def recorded_gpu_summary(demo: str | None = None) -> str:
             rows.append((name, w, h, ratio))
         width = max((len(r[0]) for r in rows), default=0)
         lines += [f"  {name:{width}s} wrong {fmt_time(w.median):>9}   harness {fmt_time(h.median):>9}"
-                  f"   ({ratio.say('{r:.3g}×')})" for name, w, h, ratio in rows]
+                  f"   ({ratio.say('{r:.3g}×', recorded=True)})" for name, w, h, ratio in rows]
     return "\n".join(lines)
 
 

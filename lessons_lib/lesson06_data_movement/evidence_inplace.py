@@ -84,7 +84,7 @@ def inplace_reading(cmp) -> str:
     """What the four ratios of `inplace_cause` say about the cause, only from what they decided."""
     r_sep, r_copy = cmp.ratio("torch.add(a, b, out=buf)", "torch.add(a, b, out=a)"), cmp.ratio("buf.copy_(a)", "a.add_(b)")
     if not (r_sep.decided and r_copy.decided):
-        return "The cause is " + noise.NOT_DECIDED.format(spread=min(max(r_sep.spread, r_copy.spread), 99.99))
+        return "The cause is " + (r_copy if r_sep.decided else r_sep).not_decided()
     if r_sep.faster == "torch.add(a, b, out=a)" and r_copy.median > 0.85:
         return ("Read together: a separate destination costs about one more array of memory traffic than the op's "
                 "own reads and writes, as write-allocate predicts (4/3 ≈ 1.33× when memory-bound; more where the "
