@@ -27,7 +27,8 @@ import graph has no cycle (tests/test_imports.py). By role:
     the machine        device (which device, describe, fits, OOM, dtype, threads), hardware
                        (synchronize, the last-level cache), host (memory, cores, load: standard library
                        only), compiling (torch.compile in one place)
-    measuring          timing (the harness), noise (the noise rule), roofline (FLOPs, bytes,
+    measuring          timing (the harness), noise (the noise rule), claim_table (the table beside a
+                       sentence prints its number), roofline (FLOPs, bytes,
                        launches, the floor), launch_queue (the host feeding a GPU stream), transfers
     looking inside     trace (ops), op_costs (what one op asks of memory and compute) and kernels
                        (GPU kernels); code_lines (the reader's line behind an op); memory (the

@@ -123,36 +123,70 @@ def describe(device: torch.device | str | None = None) -> DeviceInfo:
 
 
 CPU_THREADS = torch.get_num_threads()  # torch's own choice at start-up (one a core); setup() may lower it
-THREAD_PROBE_ELEMENTS = 1 << 22  # a 16 MiB add: far above ATen's grain size, so every thread takes a share
+THREAD_PROBE_OPS, THREAD_PROBE_ELEMENTS = 16, 1 << 16  # 16 adds of 256 KiB: each above ATen's grain size, so each
+# is one parallel region that every thread joins, as the hundreds of small ops of a training step are
 
 
-def fit_cpu_threads(rounds: int = 3) -> str:
-    """Use one CPU thread when torch's threads are slower than one here, now; a sentence when it changed.
+def _thread_probe():
+    """The default step `thread_choice` times: many short parallel regions, like a training step's ops. One
+    16 MiB add (a single region of milliseconds) once kept 2 threads on a 2-core machine at load 6-7 where
+    lesson 07's step then took 562.6 ms against 61.4 ms on one thread; at load 9 these 16 adds took
+    0.5-2 s on 2 threads against 1 ms on one."""
+    a = torch.ones(THREAD_PROBE_ELEMENTS)
+    out = torch.empty_like(a)
 
-    A parallel op ends at a barrier that waits for its slowest thread. When other programs hold the
-    cores, the OS deschedules one of torch's threads and every op waits a time slice for it: on a
-    2-core VM with two busy processes we measured 16 MiB adds 3–4× slower on 2 threads than on 1, and
-    small grouped GEMMs 100× slower. So this times a 16 MiB add on all of torch's threads and on one,
-    in alternating rounds (the harness, `timing.measure`), and keeps the faster.
-    """
-    from .timing import fmt_time, measure
+    def probe():
+        for _ in range(THREAD_PROBE_OPS):
+            torch.add(a, a, out=out)
 
-    torch.set_num_threads(CPU_THREADS)
+    return probe
+
+
+def thread_choice(step=None, what: str = "", max_time: float = 2.0) -> tuple[int, str]:
+    """(threads, sentence): how many CPU threads to time with here, now, decided by the noise rule on `step`
+    (a zero-argument call: a lesson's own training step; by default `_thread_probe`), timed on all of
+    torch's start-up threads and on one in paired, alternating rounds (`noise.compare(num_threads=...)`).
+
+    A parallel op ends at a barrier that waits for its slowest thread: when other programs hold the cores,
+    the OS deschedules one of torch's threads and every op waits a time slice for it (lesson 07's step
+    10× slower, these small adds 500× and more, on 2 threads at load 9 on 2 cores). So all threads are
+    kept only when the rounds decide they are faster, or tie; when one thread is decided faster, or the
+    rounds cannot decide (a busy machine's 2-thread calls can take seconds, so few rounds fit), one thread:
+    it loses at most the cores' factor, all threads on a busy machine can lose far more."""
+    from . import noise
+    from .display import count
+    from .timing import fmt_time
+
+    many, one = f"{CPU_THREADS} threads", "1 thread"
     if CPU_THREADS <= 1:
-        return ""
-    x = torch.ones(THREAD_PROBE_ELEMENTS)
-    many, one = [], []
-    for r in range(rounds):
-        order = ((CPU_THREADS, many), (1, one)) if r % 2 == 0 else ((1, one), (CPU_THREADS, many))
-        for k, out in order:
-            out.append(measure(torch.add, x, x, num_threads=k, min_run_time=0.01, warmup=1, min_samples=3).median)
-    t_many, t_one = sorted(many)[len(many) // 2], sorted(one)[len(one) // 2]
-    if t_many <= 1.1 * t_one:
-        return ""
-    torch.set_num_threads(1)
-    return (f"Busy CPU: timing with 1 thread, not {CPU_THREADS} (a 16 MiB add took {fmt_time(t_many)} on "
-            f"{CPU_THREADS} threads, {fmt_time(t_one)} on 1: other programs hold the cores, and a parallel op "
-            f"waits for its slowest thread). torch.set_num_threads({CPU_THREADS}) undoes it.")
+        return 1, "1 CPU thread: there is no thread count to choose."
+    cmp = noise.compare({many: step or _thread_probe(), one: step or _thread_probe()}, pairs=[(many, one)],
+                        num_threads={many: CPU_THREADS, one: 1}, min_run_time=0.01, max_time=max_time,
+                        device=torch.device("cpu"))
+    r = cmp.ratio(many, one)
+    of = f" ({what})" if what else ""
+    if r.decided and r.faster != one:
+        return CPU_THREADS, (f"{CPU_THREADS} CPU threads: the noise rule decided they are not slower than one on "
+                             f"{what or 'many small parallel ops'} here ({r.median:.2f}× one thread's time).")
+    undo = f"torch.set_num_threads({CPU_THREADS}) undoes it."
+    if r.decided:
+        return 1, (f"Busy CPU: timing with 1 thread, not {CPU_THREADS}: on {what or 'many small parallel ops'}, "
+                   f"{CPU_THREADS} threads took {r.median:.3g}× one thread's time here (paired rounds): other "
+                   f"programs hold the cores, and a parallel op waits for its slowest thread. {undo}")
+    seen = (f"{count(len(r.values), 'paired round')}: {fmt_time(cmp.median(many))} on {CPU_THREADS} threads, "
+            f"{fmt_time(cmp.median(one))} on 1")
+    return 1, (f"Timing with 1 thread, not {CPU_THREADS}: the noise rule could not decide whether {CPU_THREADS} threads "
+               f"are faster{of} ({seen}; {r.not_decided()}). A busy machine stalls every parallel op on a "
+               f"descheduled thread; one thread cannot stall. {undo}")
+
+
+def fit_cpu_threads(step=None, what: str = "", max_time: float = 2.0) -> str:
+    """Use `thread_choice`'s count (setup() calls this on a CPU; lesson 07 again on its own training step);
+    a sentence when it chose fewer threads than torch's, "" when it kept them."""
+    torch.set_num_threads(CPU_THREADS)
+    threads, said = thread_choice(step, what, max_time)
+    torch.set_num_threads(threads)
+    return "" if threads == CPU_THREADS else said
 
 
 def available_bytes(device: torch.device | str) -> int:

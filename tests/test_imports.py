@@ -71,7 +71,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read_from_source_with_function_level_imports():
     graph = _graph()
-    assert "lessons_lib.timing" in graph["lessons_lib.device"]  # fit_cpu_threads imports it inside the function
+    assert "lessons_lib.timing" in graph["lessons_lib.device"]  # thread_choice imports it inside the function
     assert "lessons_lib.compiling" in graph["lessons_lib.device"]  # compile_problem, likewise
     assert "lessons_lib.trace" in graph["lessons_lib.memory"]
     assert "lessons_lib.grouped_linear" in graph["lessons_lib"]  # the front door

@@ -43,6 +43,6 @@ from .exercise import STEADY, FakeWorkload, broken_benchmark, check_exercise  # 
 from .explore import KEY, recorded_gpu_summary, recorded_rows, rows_for_plot  # noqa: F401
 from .noise_rule import example_comparison, peek_until_decided, peeking_experiment, plot_noise_rule  # noqa: F401
 from .pretend_gpu import (  # noqa: F401
-    demo_order, demo_sync_in_one_variant, sim_estimates, sim_verdicts, sync_timeline, thread000_queue,
+    demo_order, sim_estimates, sim_verdicts, sync_timeline, thread000_queue,
 )
 from .variants import implicit_syncs_example, pseudo_linear, pseudo_linear_fresh_input, thread000_variants  # noqa: F401

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .. import noise, timing
+from .. import claim_table, noise, timing
 from ..timing import Timing
 
 
@@ -22,12 +22,14 @@ class Compared:
     def verdicts(self) -> list[str]:
         out = []
         for label, r in self.ratios.items():
-            out.append(f"{label:22s} " + r.say("reports {r:.3g}× the harness median",
-                                               tie="agrees with the harness ({r:.2f}×)"))
+            out.append(f"{label:22s} " + claim_table.say(r, "reports {x} the harness median",
+                                                         tie="agrees with the harness ({x})"))
         return out
 
     def __str__(self) -> str:
-        return (timing.table(self.timings) + f"\n\nwrong / harness, over {self.rounds} alternating rounds "
+        how = "median of the paired rounds' ratios; the first call: ratio of the medians"
+        return (claim_table.table(self.timings, list(self.ratios.values()), how=how)
+                + f"\n\nwrong / harness, over {self.rounds} alternating rounds "
                 "(the first call: one cold sample, it cannot be repeated):\n" + "\n".join(self.verdicts()))
 
     def __repr__(self) -> str:

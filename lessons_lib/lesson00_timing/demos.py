@@ -6,6 +6,7 @@ what `timing.measure` measures, with a verdict through the noise rule. The prete
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .. import noise, timing
+from .. import claim_table, noise, timing
 from ..device import CPU_THREADS, check_fits, last_level_cache_bytes, pick
 from ..timing import Timing, fmt_time
 from .variants import pseudo_linear, pseudo_linear_fresh_input
@@ -97,24 +98,38 @@ class Demo:
         two measurements with their spreads added (a one-sample wrong way has no spread of its own)."""
         return self.paired if self.paired is not None else noise.from_timings(self.wrong, self.honest)
 
+    def _inverted(self) -> bool:
+        """One thread decided faster than torch's threads: said as "one thread ran N× faster"."""
+        est = self.estimate
+        return self.key == "one_thread" and est.decided and est.median < 1
+
+    def _shown(self) -> noise.Ratio:
+        """wrong / honest as the table prints it and the verdict quotes it, named by the rows; for one thread that
+        ran faster than torch's threads, inverted (honest / wrong): both then say "N× faster" with one number."""
+        est = self.estimate
+        if self._inverted():
+            return dataclasses.replace(est, values=[1 / v for v in est.values], num=self.honest.label,
+                                       den=self.wrong.label)
+        return dataclasses.replace(est, num=self.wrong.label, den=self.honest.label)
+
     def verdict(self) -> str:
-        """What this run measured, or "not decided on this run" when its spread cannot decide it."""
+        """What this run measured, or "not decided on this run" when its spread cannot decide it. Its number is
+        the one the demo's table prints (`claim_table.ratio_text` of the same Ratio)."""
         if self.key == "one_thread" and self.shape.get("threads") == 1:
             return self._one_thread_now()
-        est = self.estimate
+        est = self._shown()
         if not est.decided:
             return est.not_decided()
-        r = est.median
+        r, x = est.median, claim_table.ratio_text(est.median)
         if abs(math.log(r)) < math.log(1.15):
-            return f"the two agree within 15% ({r:.2f}×)"
+            return f"the two agree within 15% ({x})"
         # decided by the size of the gap, not by agreeing rounds: say how wide the spread was
         wide = f"; spread {est.spread:.0%}, far smaller than the gap" if est.spread > est.rel_tol else ""
-        if self.key == "one_thread" and r < 1:  # not a number too low: one thread really was faster here
+        if self._inverted():  # one thread really was faster here: not a number too low
             n = self.shape.get("threads")
-            return (f"one thread ran {1 / r:.3g}× faster than {f'{n} threads' if n else 'every thread'}{wide}: "
-                    "this machine's cores are busy "
-                    "(see below), and one thread is the right count for it")
-        return (f"the wrong way reports {r:.3g}× the honest median"
+            return (f"one thread ran {x} faster than {f'{n} threads' if n else 'every thread'}{wide}: this machine's "
+                    "cores are busy (see below), and one thread is the right count for it")
+        return (f"the wrong way reports {x} the honest median"
                 + (f" ({1 / r:.3g}× too low{wide})" if r < 1 else f" ({wide[2:]})" if wide else ""))
 
     def _one_thread_now(self) -> str:
@@ -122,18 +137,32 @@ class Demo:
         reader's code runs, so it is not the wrong number here; every core's timing says why."""
         out = "torch runs on one thread here now (setup() chose it), so the Timer's default times what your code runs"
         for name, r in self.paired_extra.items():
+            x = claim_table.ratio_text(r.median)
             if not r.decided:
                 out += f"; {name}: {r.not_decided()}"
             elif abs(math.log(r.median)) < math.log(1.15):
-                out += f"; {name} take about the same time ({r.median:.2f}×)"
+                out += f"; {name} take about the same time ({x})"
             else:
-                out += (f"; {name} take {r.median:.3g}× one thread's time"
+                out += (f"; {name} take {x} one thread's time"
                         + (": the cores are busy, so one thread is right here" if r.median > 1 else
                            ": on a quieter machine every core is the count to time"))
         return out
 
+    def paired_ratios(self) -> list[noise.Ratio]:
+        """The paired rounds' ratios, named by this demo's rows (wrong / honest, each extra / wrong): what its
+        table prints and its verdict quotes (`claim_table`)."""
+        if self.paired is None:
+            return []
+        return [self._shown()] + [dataclasses.replace(r, num=self.extra[name].label, den=self.wrong.label)
+                                  for name, r in self.paired_extra.items()]
+
     def __str__(self) -> str:
         shape = ", ".join(f"{k}={v}" for k, v in self.shape.items())
+        if self.paired is not None:  # the paired rounds' ratio in the table, the number the verdict quotes
+            timings = [self.wrong, self.honest, *self.extra.values()]
+            how = [f"  {t.label}: {t.method.removeprefix('WRONG: ')}" for t in timings if t.method.startswith("WRONG")]
+            return "\n".join([f"{self.mistake} ({shape}, {self.honest.device})", *how,
+                              claim_table.table(timings, self.paired_ratios()), "  → " + self.verdict()])
         rows = [(self.wrong.label, self.wrong.method.removeprefix("WRONG: "), self.wrong.median, None),
                 (self.honest.label, "harness", self.honest.median, self.honest.iqr)]
         rows += [(t.label, "harness", t.median, t.iqr) for t in self.extra.values()]

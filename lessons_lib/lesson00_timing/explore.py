@@ -94,7 +94,7 @@ def record(device=None, quick: bool = False) -> dict:
     demos = run_all(dev, min_run_time=0.02 if quick else 0.2, flush=not quick)
     sim = sim_estimates(max_time=2.0 if quick else 6.0)
     return {"quick": bool(quick), "device": dev.type, "sizes": asdict(sizes(dev)),
-            "demos": {d.key: d.as_dict() for d in demos}, "sim": {k: list(e.values) for k, e in sim.items()}}
+            "demos": {d.key: d.as_dict() for d in demos}, "sim": {k: list(e.values) for k, e in sim.ratios.items()}}
 
 
 def targets(device, section: dict) -> list[dict]:

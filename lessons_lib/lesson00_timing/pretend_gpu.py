@@ -6,14 +6,14 @@ billed to the variant timed next (trap 3), and K. Frank's two reported totals ex
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import torch
 
-from .. import noise, results, timing
+from .. import claim_table, noise, results, timing
 from ..launch_queue import QUEUE_DEPTH, Op, SimulatedGPU, WallClock, schedule
 from ..timing import Timing, fmt_time
-from .demos import _check_seconds
 from .variants import thread000_variants
 
 
@@ -37,27 +37,9 @@ _HARNESS_CALLS = 10  # calls per harness sample on the pretend GPU, then one syn
 HOST = torch.device("cpu")  # where the pretend GPU runs, on every machine: its closures are timed on the host
 
 
-def demo_sync_in_one_variant(min_run_time: float = 0.2) -> dict[str, Timing]:
-    """Traps 1 and 2 on the pretend GPU: a wall clock around 20 calls of each variant (wrong), and
-    the harness around blocks of calls that end with the pretend GPU's synchronize.
-
-    The wrong way ranks the variant without a sync as faster: it timed its launches only. The
-    harness shows the same kernel time for both, plus, for the variant with a sync inside, the
-    launch and sync it cannot hide (scaled up here: see SIM_LAUNCH)."""
-    _check_seconds(min_run_time, "min_run_time")
-    gpu = SimulatedGPU(launch_cost=SIM_LAUNCH, sync_cost=SIM_SYNC)
-    syncs_inside, no_sync = thread000_variants(gpu, SIM_KERNEL)
-    out = {}
-    for name, fn in (("syncs inside", syncs_inside), ("no sync", no_sync)):
-        gpu.synchronize()  # start each timing with an empty queue
-        out[f"{name} · wrong"] = timing.wrong_no_sync(fn, repeats=20, label=f"{name} · wrong", device=HOST)
-        gpu.synchronize()
-        out[f"{name} · harness"] = _harness_with_sync(fn, gpu, name, min_run_time)
-    gpu.synchronize()
-    return out
-
-
 def _harness_block(fn, gpu, calls: int = _HARNESS_CALLS):
+    """The harness on a pretend GPU: a block of calls that ends with the pretend GPU's synchronize, as
+    torch.utils.benchmark ends each block with torch.cuda.synchronize()."""
     def block():
         for _ in range(calls):
             fn()
@@ -66,57 +48,74 @@ def _harness_block(fn, gpu, calls: int = _HARNESS_CALLS):
     return block
 
 
-def _harness_with_sync(fn, gpu, name, min_run_time):
-    """The harness on a pretend GPU: its block of calls ends with the pretend GPU's synchronize,
-    as torch.utils.benchmark ends each block with torch.cuda.synchronize()."""
-    calls = _HARNESS_CALLS
-    t = timing.measure(_harness_block(fn, gpu, calls), label=f"{name} · harness", min_run_time=min_run_time,
-                       device=HOST)
-    scaled = [x / calls for x in t.samples]
-    return Timing(t.label, t.median / calls, t.iqr / calls, scaled, t.calls_per_sample * calls,
-                  t.method + f", {calls} calls then one synchronize per sample", t.device)
+def _over_rounds(label: str, per_round: list[float], method: str) -> Timing:
+    """One row of the traps' table: a variant's per-round values (seconds a call) as a Timing."""
+    q1, _q2, q3 = statistics.quantiles(per_round, n=4, method="inclusive") if len(per_round) > 1 else [0.0] * 3
+    return Timing(label, statistics.median(per_round), q3 - q1, list(per_round), 1, method, "cpu")
 
 
-def sim_estimates(max_time: float = 6.0) -> dict[str, noise.Estimate]:
+@dataclass
+class SimRun:
+    """Traps 1 and 2 measured once on the pretend GPU, and trap 3's repeated runs: the table and the
+    sentences read the same rounds (`claim_table`), so they cannot quote two different numbers."""
+
+    ratios: dict[str, noise.Estimate]  # "wrong", "harness" (Ratios whose num and den are rows of timings), "order"
+    timings: dict[str, Timing]  # "syncs inside · wrong", "no sync · wrong", "... · harness": each over its rounds
+
+    def table(self) -> str:
+        return claim_table.table(self.timings, [self.ratios["wrong"], self.ratios["harness"]])
+
+
+def sim_estimates(max_time: float = 6.0) -> SimRun:
     """The three traps' ratios on the pretend GPU, each re-measured by the noise rule:
-    "wrong": the wrong way's 'syncs inside' / 'no sync' (trap 1: it times the launches only),
-    "harness": the harness's 'syncs inside' / 'no sync' in paired rounds (trap 2),
-    "order": in the thread's order, the second-timed total / the first (trap 3, `demo_order`)."""
+    "wrong": the wrong way's 'syncs inside' / 'no sync' (trap 1: a wall clock around 20 calls, no sync of
+    its own: it times the launches only), "harness": the harness's 'syncs inside' / 'no sync' in paired
+    rounds (trap 2: the launch and sync a sync inside cannot hide), "order": in the thread's order, the
+    second-timed total / the first (trap 3, `demo_order`). The four timings of traps 1 and 2, each over
+    its rounds, come with them: the table beside the sentences."""
     gpu = SimulatedGPU(launch_cost=SIM_LAUNCH, sync_cost=SIM_SYNC)
     syncs_inside, no_sync = thread000_variants(gpu, SIM_KERNEL)
+    wrong: dict[str, list[float]] = {"syncs inside": [], "no sync": []}
 
     def wrong_ratio():
+        for name, fn in (("syncs inside", syncs_inside), ("no sync", no_sync)):
+            gpu.synchronize()  # start each timing with an empty queue
+            wrong[name].append(timing.wrong_no_sync(fn, repeats=20, device=HOST).median)
         gpu.synchronize()
-        a = timing.wrong_no_sync(syncs_inside, repeats=20, device=HOST).median
-        gpu.synchronize()
-        b = timing.wrong_no_sync(no_sync, repeats=20, device=HOST).median
-        gpu.synchronize()
-        return a / b
+        return wrong["syncs inside"][-1] / wrong["no sync"][-1]
 
     def order_ratio():
         r = demo_order()
         return r.totals["syncs inside"] / r.totals["no sync"]
 
-    return {
-        "wrong": noise.settle(wrong_ratio, max_time=max_time / 4, ratio=True),
-        "harness": noise.compare({"syncs inside": _harness_block(syncs_inside, gpu),
-                                  "no sync": _harness_block(no_sync, gpu)}, min_run_time=0.02,
-                                 max_time=max_time / 2, pairs=[("syncs inside", "no sync")], device=HOST)
-                        .ratio("syncs inside", "no sync"),
-        "order": noise.settle(order_ratio, max_time=max_time / 4, ratio=True),
-    }
+    est_wrong = noise.settle(wrong_ratio, max_time=max_time / 4, ratio=True)
+    names = {"syncs inside": "syncs inside · harness", "no sync": "no sync · harness"}
+    cmp = noise.compare({n: _harness_block(fn, gpu) for n, fn in (("syncs inside", syncs_inside),
+                                                                  ("no sync", no_sync))},
+                        min_run_time=0.02, max_time=max_time / 2, pairs=[("syncs inside", "no sync")], device=HOST)
+    harness = cmp.ratio("syncs inside", "no sync")
+    per_call = f"harness: {_HARNESS_CALLS} calls then one synchronize a sample; median of the paired rounds"
+    timings = {f"{n} · wrong": _over_rounds(f"{n} · wrong", v, "WRONG: perf_counter around 20 calls, no synchronize")
+               for n, v in wrong.items()}
+    timings.update({names[n]: _over_rounds(names[n], [x / _HARNESS_CALLS for x in cmp.rounds[n]], per_call)
+                    for n in names})
+    est_wrong.num, est_wrong.den = "syncs inside · wrong", "no sync · wrong"
+    harness.num, harness.den = names["syncs inside"], names["no sync"]
+    return SimRun({"wrong": est_wrong, "harness": harness,
+                   "order": noise.settle(order_ratio, max_time=max_time / 4, ratio=True)}, timings)
 
 
 def sim_verdicts(est: dict[str, noise.Estimate]) -> list[str]:
-    """`sim_estimates` as sentences: each says what the rounds agree on, or that they did not."""
+    """`sim_estimates(...).ratios` as sentences: each says what the rounds agree on, or that they did not.
+    Each quotes its ratio as `claim_table.ratio_text` prints it in the table (`SimRun.table`)."""
     return [
-        "trap 1, wrong way: " + est["wrong"].say("'no sync' looks {v:.1f}× faster than 'syncs inside' "
+        "trap 1, wrong way: " + claim_table.say(est["wrong"], "'no sync' looks {x} faster than 'syncs inside' "
                                                  "(it timed its launches only)"),
-        "trap 2, harness:   " + est["harness"].say(
-            "'syncs inside' takes {r:.2f}× the time of 'no sync' for the same kernels (the launch and sync it "
-            "cannot hide, scaled up here)", tie="the two take the same time ({r:.2f}×)"),
-        "trap 3, order:     " + est["order"].say(
-            "timed second, 'syncs inside' reports {v:.2f}× the total of 'no sync' timed first, for the same "
+        "trap 2, harness:   " + claim_table.say(
+            est["harness"], "'syncs inside' takes {x} the time of 'no sync' for the same kernels (the launch and "
+            "sync it cannot hide, scaled up here)", tie="the two take the same time ({x})"),
+        "trap 3, order:     " + claim_table.say(
+            est["order"], "timed second, 'syncs inside' reports {x} the total of 'no sync' timed first, for the same "
             "kernels (the model predicts {pred:.2f}×; on a busy machine every synchronize also waits for "
             "the scheduler)", pred=order_model_ratio()),
     ]

@@ -5,7 +5,7 @@ import warnings
 
 import torch
 
-from .. import compile_notice, compiling, noise, timing
+from .. import claim_table, compile_notice, compiling, noise
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..display import text_table
@@ -127,7 +127,8 @@ def optimizer_timings(device=None, groups: int = 64, group_size: int = 32, min_r
         opt = torch.optim.Adam(params, lr=1e-6)
         opt.step()  # state created outside the clock
         steps[label] = opt.step
-    return noise.compare(steps, rounds=rounds, min_run_time=min_run_time, max_time=max_time, device=dev)
+    return noise.compare(steps, rounds=rounds, min_run_time=min_run_time, max_time=max_time, device=dev,
+                         pairs=[(OPT_LOOP, OPT_STACKED)])
 
 
 OPT_LOOP, OPT_STACKED = "Adam over 2·G tensors", "Adam over 2 stacked tensors"
@@ -137,10 +138,10 @@ def optimizer_summary(cmp: noise.Comparison, device=None) -> str:
     """The Adam comparison in words, through the noise rule, naming the implementation that ran."""
     dev = _device.pick(device)
     how = "foreach (the default on CUDA)" if dev.type == "cuda" else "a for loop over tensors (the default off CUDA)"
-    rows = [("optimizer step", "median of paired rounds")] + [(n, timing.fmt_time(cmp.median(n))) for n in cmp.names]
-    return (text_table(rows) + f"\nAdam ran as {how}. " +
-            cmp.say(OPT_LOOP, OPT_STACKED, "Over 2·G tensors the step takes {r:.1f}× the stacked step's time.",
-                    tie="The two steps take the same time within 5%."))
+    ratio = cmp.ratio(OPT_LOOP, OPT_STACKED)  # the table's ratio column and the sentence: one number
+    return (claim_table.table(cmp.over_rounds(), [ratio]) + f"\nAdam ran as {how}. " +
+            claim_table.say(ratio, "Over 2·G tensors the step takes {x} the stacked step's time.",
+                            tie="The two steps take the same time within 5%."))
 
 
 def loop_graphs(params: dict) -> compiling.Captured:

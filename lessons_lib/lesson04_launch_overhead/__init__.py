@@ -48,7 +48,9 @@ from .evidence import (  # noqa: F401
     gemm_evidence, gpu_kernels, gpu_launch_latency, overhead_summary, overhead_timings, peaks, rate_summary,
     regime_table, work_comparison,
 )
-from .fixes import by_hand_table, check_fixes, optimizer_ops, optimizer_summary, optimizer_timings  # noqa: F401
+from .fixes import (  # noqa: F401
+    by_hand_table, check_fixes, optimizer_ops, optimizer_summary, optimizer_table, optimizer_timings,
+)
 from .sweeps import batch_summary, sweep_summary  # noqa: F401
 from .compiled import compile_and_compare, compiled_training_check, fused_graphs  # noqa: F401
 from .fusion import fusion_causes, recorded_fusion  # noqa: F401

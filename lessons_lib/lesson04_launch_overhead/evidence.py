@@ -91,12 +91,11 @@ def regime_table(params: dict, device=None, dtype=torch.float32, run=None, train
                *(fmt_time(v) for v in t.values()), pk.regime(w)]
         if run:
             med = run.timings[name].median if name in run.timings else float("nan")
-            row += [fmt_time(med), f"{med / pk.floor(w):.1f}"]
-            below = below or med < pk.floor(w)
+            beaten = med < pk.floor(w)  # not a ratio under 1 stated as a fact: what it means, below the table
+            row += [fmt_time(med), "beaten" if beaten else f"{med / pk.floor(w):.1f}"]
+            below = below or beaten
         rows.append(tuple(row))
-    note = ("\nA ratio below 1 is a point faster than its floor: the floor's bandwidth is measured on buffers "
-            "larger than the cache, and data that stays in cache moves faster; or a peak came out low on a busy "
-            "machine. The floor is the model's bound, not a law." if below else "")
+    note = f"\n'beaten': the point ran faster than its floor: {roofline.BEATEN}." if below else ""
     return text_table(rows, numbers=True) + note
 
 
@@ -194,7 +193,9 @@ def rate_summary(run, peaks_: roofline.Peaks) -> str:
                           run.work["Linear"].flops / max(t.median - t.iqr / 2, 1e-12)])
     precision = f" ({grading.precision_label(run.device)})" if run.device == "cuda" else ""
     lines = [f"Linear at {_shape(run.params)}: {rate / 1e9:,.0f} GFLOP/s counted as 2·batch·width² FLOPs a layer{precision}; "
-             f"the measured peak of a large mm is {peaks_.flops / 1e9:,.0f} GFLOP/s ({rate / peaks_.flops:.0%} of it)."]
+             f"the measured peak of a large mm is {peaks_.flops / 1e9:,.0f} GFLOP/s ("
+             + (f"{rate / peaks_.flops:.0%} of it)." if rate <= peaks_.flops else
+                "Linear beat it: the peak measurement was beaten, see below).")]
     sheet = None
     if run.device == "cuda" and _device.has_cuda():
         sheet = roofline.datasheet(_device.describe(torch.device("cuda")).name, torch.float32)
@@ -208,8 +209,9 @@ def rate_summary(run, peaks_: roofline.Peaks) -> str:
     elif est.high <= 1.1 * top:
         lines.append("No sign of fewer multiplications: the schoolbook count runs at or below the peak.")
     elif est.low > 1.1 * top:
-        lines.append("Above the peak: either the peak measurement came out low (a busy machine; rerun) or the "
-                     "library does fewer multiplications here.")
+        lines.append("Above the peak: the peak (the fastest of many samples of a large mm, so not a busy machine's "
+                     "slow one) was beaten, so either this GEMM's shape runs faster than that one or the library "
+                     "does fewer multiplications here.")
     else:
         lines.append("Within the timing's spread of the peak: no evidence either way; rerun on a quieter machine.")
     return "\n".join(lines)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import grading, noise, timing
+from .. import claim_table, grading, noise, timing
 from .. import device as _device
 from ..display import text_table
 from .lessons import FORWARD_FIXES, TRAIN_LESSON, _bytes, _module_ops
@@ -87,11 +87,19 @@ def optimizer_timings(device=None, n_tensors: int = 64, size: int = 1000, min_ru
         p.grad = torch.ones(size, device=dev)
     steps = {f"SGD step, foreach={foreach}": torch.optim.SGD(params, lr=1e-6, foreach=foreach).step
              for foreach in (False, True)}
-    return noise.compare(steps, min_run_time=min_run_time, max_time=max_time, device=dev)
+    return noise.compare(steps, min_run_time=min_run_time, max_time=max_time, device=dev, pairs=OPTIMIZER_PAIRS)
+
+
+OPTIMIZER_PAIRS = [("SGD step, foreach=False", "SGD step, foreach=True")]  # what the sentence compares
+
+
+def optimizer_table(cmp: noise.Comparison) -> str:
+    """Both steps over the paired rounds, with the ratio `optimizer_summary` quotes (`claim_table`)."""
+    return claim_table.of(cmp, OPTIMIZER_PAIRS)
 
 
 def optimizer_summary(cmp: noise.Comparison) -> str:
-    """for-loop SGD step over foreach, through the noise rule (the median of the paired rounds' ratios)."""
-    return "foreach against the for loop: " + cmp.say(
-        "SGD step, foreach=False", "SGD step, foreach=True", "the loop takes {r:.2f}× foreach's time",
-        tie="no measurable difference") + "."
+    """for-loop SGD step over foreach, through the noise rule (the median of the paired rounds' ratios): the
+    number `optimizer_table` prints."""
+    return "foreach against the for loop: " + claim_table.say(
+        cmp.ratio(*OPTIMIZER_PAIRS[0]), "the loop takes {x} foreach's time", tie="no measurable difference") + "."

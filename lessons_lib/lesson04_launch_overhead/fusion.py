@@ -6,9 +6,9 @@ import dataclasses
 
 import torch
 
-from .. import noise, results, timing
+from .. import claim_table, noise, results, timing
 from .. import device as _device
-from ..display import count, text_table
+from ..display import count
 from ..timing import fmt_time
 from .variants import pseudo_linear, pseudo_linear_reused
 from .lessons import LESSON, LESSON_KEY, _shape, compiled_work, make_inputs
@@ -69,27 +69,29 @@ class FusionCauses:
                  f"{_device.fmt_bytes(self.bytes_fused)}: fusion can save at most {self.bound:.1f}× of the traffic "
                  "(the bytes bound; traced, the same on every machine)."]
         many = "GPU" if self.device == "cuda" else count(self.threads, "thread")
-        rows = [("variant", many,
-                 *(("1 thread",) if self.one else ()), "minor page faults per call")]
-        for n in self.many.names:
-            rows.append((n, fmt_time(self.many.median(n)), *((fmt_time(self.one.median(n)),) if self.one else ()),
-                         "-" if f.get(n) is None else f"{f[n]:,.0f}"))
-        lines.append(text_table(rows, numbers=True))
         fresh, reused, fused = self.many.names
-        parts = [self.many.ratio(fresh, reused).say("{r:.2f}×", tie="no difference (within 5%)") + f" ({many})"]
+        pairs = [(fresh, reused), (reused, fused)]  # the allocator's share, and fusion alone: what the lines below say
+        for label, cmp in ((many, self.many), ("1 thread", self.one)):
+            if cmp is not None:
+                lines.append(f"with {label}:\n" + claim_table.of(cmp, pairs))
+        lines.append("minor page faults per call: " + "; ".join(f"{n} " + ("-" if f.get(n) is None else f"{f[n]:,.0f}")
+                                                               for n in self.many.names))
+        parts = [claim_table.say(self.many.ratio(fresh, reused), "{x}", tie="no difference (within 5%)") + f" ({many})"]
         if self.one:
-            parts.append(self.one.ratio(fresh, reused).say("{r:.2f}×", tie="no difference (within 5%)") + " (1 thread)")
+            parts.append(claim_table.say(self.one.ratio(fresh, reused), "{x}", tie="no difference (within 5%)")
+                         + " (1 thread)")
         lines.append("allocator: eager with new outputs over eager into reused buffers, " + "; ".join(parts) + ".")
-        if self.one:
-            th = noise.Ratio([a / b for a, b in zip(self.many.rounds[reused], self.one.rounds[reused])])
-            lines.append("threads: " + th.say(
-                "eager into reused buffers takes {r:.2f}× as long with " + count(self.threads, "thread") + " as with one "
-                f"({2 * self.params['layers']} parallel regions a call, each waiting for every thread).",
+        if self.one:  # two comparisons run one after the other, not paired: the two medians and their spreads
+            th = noise.from_timings(self.many.timing(reused), self.one.timing(reused))
+            lines.append("threads: " + claim_table.say(th,
+                "eager into reused buffers takes {x} as long with " + count(self.threads, "thread") + " as with one "
+                f"({2 * self.params['layers']} parallel regions a call, each waiting for every thread; the ratio of "
+                "the two medians above).",
                 tie=f"eager into reused buffers takes the same time with {count(self.threads, 'thread')} as with one."))
         ref = self.one or self.many
         r = ref.ratio(reused, fused)
         lines.append(f"fusion alone (compiled over eager into reused buffers{', 1 thread' if self.one else ''}): "
-                     + r.say("{r:.2f}× faster", tie="no faster (within 5%)")
+                     + claim_table.say(r, "{x} faster", tie="no faster (within 5%)")
                      + (f", against the bytes bound of {self.bound:.1f}×." if r.decided else "."))
         return "\n".join(lines)
 

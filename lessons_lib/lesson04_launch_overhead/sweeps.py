@@ -32,9 +32,7 @@ def sweep_summary(sweep, peaks_: roofline.Peaks) -> str:
     below = [(n, v) for n in meds for v, run, m in zip(sweep.values, sweep.runs, meds[n])
              if m < peaks_.floor(run.work[n])]
     if below:
-        lines.append(f"{len(below)} point(s) ran below their floor: the bandwidth in the floor is measured on "
-                     "buffers larger than the cache (data that stays in cache moves faster), or a peak came out "
-                     "low on a busy machine.")
+        lines.append(f"{len(below)} point(s) ran faster than their floor: {roofline.BEATEN}.")
     k = linear_exponent(sweep, peaks_)
     if k is not None:
         est, lo, hi = k

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import compiling, graphs, grading, noise
+from .. import claim_table, compiling, graphs, grading, noise
 from .. import device as _device
 from ..lesson import Lesson, Variant
 from ..timing import fmt_time
@@ -347,8 +347,10 @@ def _seed_experiment(width, batch, layers, dev, min_run_time, max_time) -> dict:
     pairs = [(f"Linear {h}", f"PseudoLinear {h}") for h in how]
     cmp = noise.compare(steps, pairs=pairs, min_run_time=min_run_time / 4, max_time=max_time, device=dev)
     ratio = {h: cmp.ratio(f"Linear {h}", f"PseudoLinear {h}") for h in how}
-    sentence = "; ".join(r.say(f"{h}: Linear takes {{r:.2f}}× PseudoLinear's time") for h, r in ratio.items())
-    return {"timings": cmp.timings, "ratio": {k: r.median for k, r in ratio.items()}, "sentence": sentence,
+    sentence = "; ".join(claim_table.say(r, f"{h}: Linear takes {{x}} PseudoLinear's time") for h, r in ratio.items())
+    # "table": each step over the rounds with the ratios the sentence quotes (not the last round's timings)
+    return {"timings": cmp.over_rounds(), "table": claim_table.of(cmp, pairs),
+            "ratio": {k: r.median for k, r in ratio.items()}, "sentence": sentence,
             "left_eager": left, "params": {"width": width, "batch": batch, "layers": layers}}
 
 

@@ -31,17 +31,17 @@ Below: the names the notebook and its solution use (the tests import the rest fr
 from __future__ import annotations
 
 from .evidence import CLAIMS, summary_table  # noqa: F401
-from .evidence_cat import cat_bytes_table, cat_verdict, growth_exponent, sweep_exponent  # noqa: F401
-from .evidence_grad import grad_mode_verdict, grad_modes_agree, saved_bytes  # noqa: F401
+from .evidence_cat import CAT_PAIRS, cat_bytes_table, cat_verdict, growth_exponent, sweep_exponent  # noqa: F401
+from .evidence_grad import GRAD_PAIRS, grad_mode_verdict, grad_modes_agree, saved_bytes  # noqa: F401
 from .evidence_inplace import (  # noqa: F401
-    aliasing_demo, expanded_write_error, inplace_cause, inplace_reading, inplace_traces, version_counter_error,
+    INPLACE_PAIRS, aliasing_demo, expanded_write_error, inplace_cause, inplace_reading, inplace_traces, version_counter_error,
 )
-from .evidence_layout import layout_strides, layout_verdict  # noqa: F401
+from .evidence_layout import LAYOUT_PAIRS, layout_strides, layout_verdict  # noqa: F401
 from .evidence_loops import (  # noqa: F401
     broadcast_error, elementwise_reference, expand_vs_repeat, extrapolate_elementwise, ops_per_element,
 )
 from .evidence_transfers import (  # noqa: F401
-    seed_example1_model, seed_example1_model_table, seed_example1_verdict, sync_table, transfer_syncs,
+    EX1_PAIRS, seed_example1_model, seed_example1_model_table, seed_example1_verdict, sync_table, transfer_syncs,
 )
 from .exercise import check_exercise, exercise_starter  # noqa: F401
 from .explore import CAT_LESSON, cat_explorer, transfer_explorer  # noqa: F401

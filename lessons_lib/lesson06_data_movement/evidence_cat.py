@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .. import noise, timing
+from .. import claim_table, noise, timing
 from .. import device as _device
 from ..display import text_table
 from .explore import CAT_LESSON, cat_inputs
@@ -39,9 +39,12 @@ def growth_exponent(ns, values) -> float:
     return math.log(values[-1] / values[-2]) / math.log(ns[-1] / ns[-2])
 
 
+CAT_PAIRS = [("cat in a loop", "cat once"), ("preallocate + fill", "cat once")]  # what cat_verdict's sentence says
+
+
 def cat_verdict(device=None, pieces: int | None = None, max_time: float = 3.0):
     """(Comparison, sentence): the three strategies in paired rounds (the noise rule); the sentence states
-    only what the rounds decide. The last round's timings are in `cmp.timings`. On a CPU at 64 pieces by
+    only what the rounds decide, and `claim_table.of(cmp, CAT_PAIRS)` is its table. On a CPU at 64 pieces by
     default: at 256 one call of the loop takes 50-400 ms on a busy 2-core machine, and paired rounds of
     it would take a minute (the n² bytes at 256 pieces come from the trace instead)."""
     dev = timing.timing_device(device)
@@ -49,11 +52,11 @@ def cat_verdict(device=None, pieces: int | None = None, max_time: float = 3.0):
     CAT_LESSON.check(p, dev, torch.float32)
     pieces = cat_inputs(p, dev, torch.float32)
     cmp = noise.compare({v.name: (lambda fn=v.fn: fn(*pieces)) for v in CAT_LESSON.variants}, max_time=max_time,
-                        pairs=[("cat in a loop", "cat once"), ("preallocate + fill", "cat once")], device=dev)
-    loop = cmp.say("cat in a loop", "cat once", "cat once is {r:.0f}× faster than cat in a loop",
-                   tie="cat once and cat in a loop take the same time (within 5%)")
-    fill = cmp.say("preallocate + fill", "cat once", "pre-allocate + fill takes {r:.1f}× the time of cat once",
-                   tie="pre-allocate + fill takes the same time as cat once (within 5%)")
+                        pairs=CAT_PAIRS, device=dev)
+    loop = claim_table.say(cmp.ratio(*CAT_PAIRS[0]), "cat once is {x} faster than cat in a loop",
+                           tie="cat once and cat in a loop take the same time (within 5%)")
+    fill = claim_table.say(cmp.ratio(*CAT_PAIRS[1]), "pre-allocate + fill takes {x} the time of cat once",
+                           tie="pre-allocate + fill takes the same time as cat once (within 5%)")
     return cmp, f"here, at {p['pieces']} pieces ({len(cmp.rounds['cat once'])} paired rounds): {loop}; {fill}"
 
 

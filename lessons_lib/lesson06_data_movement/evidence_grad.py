@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .. import memory, noise, timing
+from .. import claim_table, memory, noise, timing
 from .. import device as _device
 from ..grading import rel_error
 from .evidence import _course_device, _measure, _whole
@@ -55,16 +55,20 @@ def grad_modes_agree() -> float:
     return max(rel_error(fn(model, x), ref) for fn in GRAD_MODES.values())
 
 
+GRAD_PAIRS = [("with autograd", "inference_mode")]  # what grad_mode_verdict's sentence says
+
+
 def grad_mode_verdict(device=None, batch: int | None = None, width: int = 512, depth: int = 3,
                       max_time: float = 4.0):
-    """(Comparison, sentence): a forward with autograd against inference_mode, paired rounds."""
+    """(Comparison, sentence): a forward with autograd against inference_mode, paired rounds; its table is
+    `claim_table.of(cmp, GRAD_PAIRS)`."""
     dev, batch = _grad_shape(device, batch, width, depth)
     model = mlp(width, depth).to(dev)
     x = torch.randn(batch, width, device=dev)
     cmp = noise.compare({name: (lambda fn=fn: fn(model, x)) for name, fn in GRAD_MODES.items()},
-                        pairs=[("with autograd", "inference_mode")], max_time=max_time, device=dev)
-    return cmp, cmp.say("with autograd", "inference_mode",
-                        "here inference_mode is {r:.2f}× the speed of a forward with autograd: skipping autograd's "
+                        pairs=GRAD_PAIRS, max_time=max_time, device=dev)
+    return cmp, claim_table.say(cmp.ratio(*GRAD_PAIRS[0]),
+                        "here inference_mode is {x} the speed of a forward with autograd: skipping autograd's "
                         "bookkeeping saves a measurable share of the time at this size",
                         tie="here inference_mode and a forward with autograd take the same time (within 5%): next "
                             "to the matmuls, autograd's bookkeeping is small at this size")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import noise, timing
+from .. import claim_table, noise, timing
 from .. import device as _device
 from ..display import text_table
 from ..trace import trace_ops
@@ -40,6 +40,12 @@ def inplace_timings(device=None, n: int | None = None, min_run_time: float = 0.1
             for name, (fn, *args) in calls.items()}
 
 
+# What inplace_cause's sentences compare (num, den), in their order: out=a vs the method, a separate buffer vs
+# writing over an input, a copy vs the in-place add, a fresh output vs a reused buffer.
+INPLACE_PAIRS = [("torch.add(a, b, out=a)", "a.add_(b)"), ("torch.add(a, b, out=buf)", "torch.add(a, b, out=a)"),
+                 ("buf.copy_(a)", "a.add_(b)"), ("a + b (new output)", "torch.add(a, b, out=buf)")]
+
+
 def inplace_cause(device=None, n: int | None = None, max_time: float = 4.0):
     """Why a.add_(b) beats torch.add(a, b, out=buf) on a CPU although the op reads and writes the same bytes.
 
@@ -50,7 +56,7 @@ def inplace_cause(device=None, n: int | None = None, max_time: float = 4.0):
     destination adds one array of reads; writing over an input that was just read does not. If that is
     the cause, out=buf costs ~4/3 of in-place (4 arrays of traffic against 3) and the copy costs about the
     in-place add (3 against 3) although it moves two thirds of the useful bytes. Returns (Comparison,
-    sentences)."""
+    sentences); `claim_table.of(cmp, INPLACE_PAIRS)` is the sentences' table."""
     dev = _course_device(device)
     n = _whole(n, "n") if n is not None else (1 << 26 if dev.type == "cuda" else 1 << 22)
     _device.check_fits(4 * 3 * n, dev, "the in-place comparison")
@@ -58,22 +64,25 @@ def inplace_cause(device=None, n: int | None = None, max_time: float = 4.0):
     fns = {"a + b (new output)": lambda: a + b, "a.add_(b)": lambda: a.add_(b),
            "torch.add(a, b, out=a)": lambda: torch.add(a, b, out=a),
            "torch.add(a, b, out=buf)": lambda: torch.add(a, b, out=buf), "buf.copy_(a)": lambda: buf.copy_(a)}
-    pairs = [("torch.add(a, b, out=a)", "a.add_(b)"), ("torch.add(a, b, out=buf)", "torch.add(a, b, out=a)"),
-             ("buf.copy_(a)", "a.add_(b)"), ("a + b (new output)", "torch.add(a, b, out=buf)")]
+    pairs = INPLACE_PAIRS
     cmp = noise.compare(fns, pairs=pairs, min_run_time=0.03, max_time=max_time, device=dev)
+
+    def say(pair, template, tie):
+        return claim_table.say(cmp.ratio(*pair), template, tie=tie)
+
     mib = _device.fmt_bytes(4 * n)
     lines = [f"{len(cmp.rounds['a.add_(b)'])} paired rounds, {mib} per array, {dev.type}:",
-             "- " + cmp.say(*pairs[3], "a fresh output each call (a + b) takes {r:.2f}× adding into a reused buffer: "
+             "- " + say(pairs[3], "a fresh output each call (a + b) takes {x} adding into a reused buffer: "
                             "the allocation's cost" + (" (a large fresh block comes from the operating system and "
                                                        "page-faults on first touch)" if dev.type == "cpu" else ""),
                             tie="a fresh output each call (a + b) costs the same as a reused buffer (within 5%)"),
-             "- " + cmp.say(*pairs[0], "the same add written over its own input (out=a) takes {r:.2f}× a.add_(b)",
+             "- " + say(pairs[0], "the same add written over its own input (out=a) takes {x} a.add_(b)",
                             tie="the same add written over its own input (out=a) is as fast as a.add_(b) (within 5%): "
                                 "the method is not the difference, where the result goes is"),
-             "- " + cmp.say(*pairs[1], "writing the result into a separate buffer (out=buf) takes {r:.2f}× writing it "
+             "- " + say(pairs[1], "writing the result into a separate buffer (out=buf) takes {x} writing it "
                             "over an input (out=a), for the same bytes read and written by the op",
                             tie="writing into a separate buffer costs the same as writing over an input (within 5%)"),
-             "- " + cmp.say(*pairs[2], "a copy into that buffer (reads 1 array, writes 1) takes {r:.2f}× the in-place "
+             "- " + say(pairs[2], "a copy into that buffer (reads 1 array, writes 1) takes {x} the in-place "
                             "add (reads 2, writes 1)",
                             tie="a copy into that buffer (reads 1 array, writes 1) takes as long as the in-place add "
                                 "(reads 2, writes 1)")]

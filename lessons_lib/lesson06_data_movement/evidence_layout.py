@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .. import grading, noise, timing
+from .. import claim_table, grading, noise, timing
 from .. import device as _device
 from ..grading import rel_error
 from ..lesson_parts import check_dtype
@@ -72,25 +72,29 @@ def _precision(dev, dtype) -> str:
     return " (TF32)" if "TF32" in grading.precision_label(dev, "conv") else " (full float32)"
 
 
+LAYOUT_PAIRS = [("contiguous NCHW", "channels_last")]  # what layout_verdict's sentence says
+
+
 def layout_verdict(device=None, dtype=torch.float32, max_time: float = 4.0, **kw):
-    """(Comparison, sentence): the small convnet's forward in NCHW against channels_last, paired rounds."""
+    """(Comparison, sentence): the small convnet's forward in NCHW against channels_last, paired rounds; its
+    table is `claim_table.of(cmp, LAYOUT_PAIRS)`."""
     dev = _course_device(device)
     x = layout_inputs(dev, dtype=dtype, **kw)
     fns = {}
     for name, fmt in (("contiguous NCHW", torch.contiguous_format), ("channels_last", torch.channels_last)):
         m, xi = convnet().to(dev, dtype).to(memory_format=fmt), x.contiguous(memory_format=fmt)
         fns[name] = lambda m=m, xi=xi: _no_grad_call(m, xi)
-    cmp = noise.compare(fns, pairs=[("contiguous NCHW", "channels_last")], max_time=max_time, device=dev)
+    cmp = noise.compare(fns, pairs=LAYOUT_PAIRS, max_time=max_time, device=dev)
     for t in cmp.timings.values():  # what the table beside the sentence shows: the precision the GPU ran
         t.label += _precision(dev, x.dtype)
-    r = cmp.ratio("contiguous NCHW", "channels_last")
+    r = cmp.ratio(*LAYOUT_PAIRS[0])
     word = {"channels_last": "channels_last wins: the seed's 'channel-first helps' does not hold on this device",
             "contiguous NCHW": "NCHW wins for this network on this device: the seed's advice holds here; on GPUs "
                                "with tensor cores, measure in float16/bfloat16 before trusting it"}
     # cuDNN runs float32 convolutions in TF32 by default on an Ampere or newer GPU: say which ran
     ran = f" ({grading.precision_label(dev, 'conv')})" if dev.type == "cuda" and dtype == torch.float32 else ""
-    said = r.say("here channels_last runs at {r:.2f}× NCHW's speed" + ran + ": " + word.get(r.faster or "", ""),
-                 tie="here neither layout wins (within 5%)" + ran + ": channel-first gives no advantage on this "
+    said = claim_table.say(r, "here channels_last runs at {x} NCHW's speed" + ran + ": " + word.get(r.faster or "", ""),
+                           tie="here neither layout wins (within 5%)" + ran + ": channel-first gives no advantage on this "
                      "device either")
     if ran and ran not in said:  # the noise rule's own sentence (not decided, no winner): the precision still applies
         said += ran

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .. import noise, roofline, transfers
+from .. import claim_table, noise, roofline, transfers
 from .. import device as _device
 from ..display import text_table
 from ..syncs import syncs
@@ -80,6 +80,9 @@ def seed_example1_timings(device=None, size=None, num_iterations: int = 10, min_
     return out
 
 
+EX1_PAIRS = [("as posted", "kept on device")]  # what seed_example1_verdict's sentence says
+
+
 def seed_example1_verdict(device=None, size=None, num_iterations: int = 10, max_time: float = 8.0):
     """(Comparison, sentence): the posted loop against the kept-on-device one in paired rounds (the
     noise rule), on a GPU; on a CPU both sum the same tensor, so there is nothing to conclude."""
@@ -97,6 +100,6 @@ def seed_example1_verdict(device=None, size=None, num_iterations: int = 10, max_
     gpu_tensor = cpu_tensor.to(dev)
     cmp = noise.compare({"as posted": lambda: posted_transfer_loop(cpu_tensor, num_iterations, dev),
                          "kept on device": lambda: kept_on_device_loop(gpu_tensor, num_iterations)},
-                        pairs=[("as posted", "kept on device")], max_time=max_time, device=dev)
-    return cmp, cmp.say("as posted", "kept on device", "measured here: the posted loop takes {r:.0f}× as long as "
-                        "the loop that keeps its data on the GPU (median of paired rounds, {low:.0f}–{high:.0f}×)")
+                        pairs=EX1_PAIRS, max_time=max_time, device=dev)
+    return cmp, claim_table.say(cmp.ratio(*EX1_PAIRS[0]), "measured here: the posted loop takes {x} as long as "
+                                "the loop that keeps its data on the GPU (median of paired rounds, {low:.0f}–{high:.0f}×)")

@@ -27,7 +27,9 @@ Below: the names the notebook and its solution use (the tests import the rest fr
 """
 from __future__ import annotations
 
-from .evidence import data, memory_snapshot, pair, profile_train, saved_largest, summary_table  # noqa: F401
+from .evidence import (  # noqa: F401
+    data, fit_threads, memory_snapshot, pair, profile_train, saved_largest, summary_table,
+)
 from .exercise import check_exercise, exercise_starter  # noqa: F401
 from .explore import KEY, explorer, recorded_shapes  # noqa: F401
 from .fixes import ODD, agreement_report, check_stages, waterfall  # noqa: F401

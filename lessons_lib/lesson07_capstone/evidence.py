@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from .. import device as _device
 from ..display import html_table
 from ..memory import ledger
-from .model import Model, copy_weights, make_data, shape
+from .model import Model, copy_weights, make_data, optimizer, shape, slow_train
 
 PROFILE_DIR = Path("profiles")  # ignored by git (.gitignore): traces and snapshots a reader opens elsewhere
 TOP = 12  # rows of the profiler's table
@@ -43,6 +43,21 @@ def data(device="cpu", dims: dict | None = None, batches: int = 8):
     d = dims or shape(device)
     x, y = make_data(n=batches * d["batch"], T=d["T"])
     return x.to(device), y.to(device)
+
+
+def fit_threads(model, x, y, batch: int, max_time: float = 2.0) -> str:
+    """On a CPU, the thread count for this lesson's timings, decided by the noise rule on its own training step
+    (`device.thread_choice`: one step of the original loop, `slow_train`, on all of torch's threads against
+    one, in paired rounds), set, and said. setup() decided on many small parallel ops; a whole step is the
+    lesson's own evidence (on 2 threads at load 6-7 it took 562.6 ms a step, against 61.4 ms on one).
+    `model` is trained one step per call: pass a model whose weights you do not need."""
+    if x.device.type != "cpu":
+        return "On a GPU the CPU threads only launch work: no thread count to choose."
+    opt = optimizer(model)
+    threads, said = _device.thread_choice(lambda: slow_train(model, x, y, steps=1, batch=batch, opt=opt),
+                                          what="this lesson's training step", max_time=max_time)
+    torch.set_num_threads(threads)
+    return said
 
 
 # === 1. the profiler ==================================================================================

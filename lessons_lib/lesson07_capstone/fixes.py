@@ -154,11 +154,13 @@ class Waterfall(NamedTuple):
         from ..display import html_table
         from ..device import fmt_bytes
 
-        rows = [("stage", "time per step (median)", "vs the stage before", "peak memory, one batch")]
+        # both ratio columns are the Ratios the sentences quote ("all fixes" is the last row's "vs the original")
+        rows = [("stage", "time per step (median)", "vs the stage before", "vs the original", "peak memory, one batch")]
         for i, n in enumerate(self.names):
             r = "" if i == 0 else _versus(self.cmp.ratio(self.names[i - 1], n), "", short=True)
+            whole = "" if i == 0 else _versus(self.cmp.ratio(self.names[0], n), "", short=True)
             pk = self.peaks.get(n)
-            rows.append((n, f"{self.per_step(n) * 1e3:.2f} ms", r, fmt_bytes(pk) if pk is not None else "n/a"))
+            rows.append((n, f"{self.per_step(n) * 1e3:.2f} ms", r, whole, fmt_bytes(pk) if pk is not None else "n/a"))
         calls = f"{self.steps} training step{'s' * (self.steps != 1)} a call, each optimizer built once"
         at = f", {', '.join(f'{k}={v}' for k, v in self.dims.items())}" if self.dims else ""
         return html_table(rows, caption=f"Measured here ({self.device}{at}): {calls}, paired rounds (noise.compare)")

@@ -28,7 +28,7 @@ def test_the_wrong_way_times_the_launches_of_the_variant_without_sync():
 
 def test_the_wall_clock_demo_never_reports_less_than_the_rules_allow():
     # Lower bounds only (noise adds time, never removes it); the rankings are recorded targets.
-    r = pretend_gpu.demo_sync_in_one_variant(min_run_time=0.02)
+    r = pretend_gpu.sim_estimates(max_time=2.0).timings
     assert r["no sync · wrong"].median >= SIM_LAUNCH
     assert r["syncs inside · wrong"].median >= SIM_LAUNCH + SIM_KERNEL + SIM_SYNC
     assert r["no sync · harness"].median >= 0.95 * SIM_KERNEL
@@ -64,10 +64,10 @@ def test_the_thread_s_two_totals_are_one_cost_and_a_queue_of_about_1024_launches
 def test_sim_verdicts_say_a_ratio_or_not_decided():
     from lessons_lib import noise
 
-    decided = {"wrong": noise.Estimate([5.0, 5.1, 5.2]), "harness": noise.Ratio([1.3, 1.3, 1.31]),
+    decided = {"wrong": noise.Estimate([5.0, 5.1, 5.2]), "harness": noise.Ratio([1.3] * 9 + [1.31]),
                "order": noise.Estimate([2.0, 2.0, 2.1])}
     lines = pretend_gpu.sim_verdicts(decided)
-    assert "5.1× faster" in lines[0] and "1.30×" in lines[1] and "2.00×" in lines[2]
+    assert "5.1× faster" in lines[0] and "takes 1.3× the time" in lines[1] and "reports 2× the total" in lines[2]
     noisy = {k: noise.Estimate([1.0, 3.0, 9.0]) for k in ("wrong", "order")}
     noisy["harness"] = noise.Ratio([1.0, 3.0, 9.0])
     assert all("not decided on this run" in line for line in pretend_gpu.sim_verdicts(noisy))
@@ -76,3 +76,15 @@ def test_sim_verdicts_say_a_ratio_or_not_decided():
 def test_the_model_leaves_the_device_idle_only_with_a_sync_inside():
     lines = pretend_gpu.sync_timeline(calls=4)
     assert (len(lines["syncs inside"].gaps), len(lines["no sync"].gaps)) == (3, 0)
+
+
+def test_the_traps_table_prints_the_ratios_its_sentences_quote():
+    # One measurement for the table and the sentences (issue 33: a table's 5.3× beside a sentence's 4.0×).
+    from lessons_lib import claim_table
+
+    run = pretend_gpu.sim_estimates(max_time=2.0)
+    shown = claim_table.read(run.table())
+    for key, line in zip(("wrong", "harness"), pretend_gpu.sim_verdicts(run.ratios)):
+        r = run.ratios[key]
+        assert shown[(r.num, r.den)] == float(claim_table.ratio_text(r.median)[:-1])
+        assert r.decided is False or claim_table.ratio_text(r.median) in line, line
