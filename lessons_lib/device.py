@@ -164,7 +164,6 @@ def thread_choice(step=None, what: str = "", max_time: float = 2.0) -> tuple[int
                         num_threads={many: CPU_THREADS, one: 1}, min_run_time=0.01, max_time=max_time,
                         device=torch.device("cpu"))
     r = cmp.ratio(many, one)
-    of = f" ({what})" if what else ""
     if r.decided and r.faster != one:
         return CPU_THREADS, (f"{CPU_THREADS} CPU threads: the noise rule decided they are not slower than one on "
                              f"{what or 'many small parallel ops'} here ({r.median:.2f}× one thread's time).")
@@ -173,11 +172,11 @@ def thread_choice(step=None, what: str = "", max_time: float = 2.0) -> tuple[int
         return 1, (f"Busy CPU: timing with 1 thread, not {CPU_THREADS}: on {what or 'many small parallel ops'}, "
                    f"{CPU_THREADS} threads took {r.median:.3g}× one thread's time here (paired rounds): other "
                    f"programs hold the cores, and a parallel op waits for its slowest thread. {undo}")
-    seen = (f"{count(len(r.values), 'paired round')}: {fmt_time(cmp.median(many))} on {CPU_THREADS} threads, "
-            f"{fmt_time(cmp.median(one))} on 1")
-    return 1, (f"Timing with 1 thread, not {CPU_THREADS}: the noise rule could not decide whether {CPU_THREADS} threads "
-               f"are faster{of} ({seen}; {r.not_decided()}). A busy machine stalls every parallel op on a "
-               f"descheduled thread; one thread cannot stall. {undo}")
+    seen = (f"over {count(len(r.values), 'paired round')}, {fmt_time(cmp.median(many))} on {CPU_THREADS} threads "
+            f"against {fmt_time(cmp.median(one))} on 1")
+    return 1, (f"Timing with 1 thread, not {CPU_THREADS}: the noise rule did not decide that {CPU_THREADS} threads are "
+               f"faster on {what or 'many small parallel ops'} ({seen}), and a busy machine stalls every parallel op "
+               f"on a descheduled thread. {undo}")
 
 
 def fit_cpu_threads(step=None, what: str = "", max_time: float = 2.0) -> str:

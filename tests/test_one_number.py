@@ -107,8 +107,8 @@ CLAIMS: dict[str, list[Claim] | str] = {
         Claim("2917a0a0", "measured here: the posted loop takes", ("as posted", "kept on device"), optional=True),
         Claim("453cb2a7", "here, at", ("cat in a loop", "cat once"), after="cat once is "),
         Claim("453cb2a7", "here, at", ("preallocate + fill", "cat once"), after="pre-allocate + fill takes "),
-        *(Claim("8bc31153", line, pair, optional=True) for line, pair in IN_PLACE),  # or the not-decided line
-        Claim("8bd7b012", "here inference_mode", ("with autograd", "inference_mode")),
+        *(Claim("8bc31153", (line, "- not decided on this run"), pair) for line, pair in IN_PLACE),
+        Claim("8bd7b012", ("here inference_mode", "not decided on this run"), ("with autograd", "inference_mode")),
         Claim("c736a2cc", ("here channels_last runs at", "no winner on this run", "here neither layout", "not decided"),
               ("contiguous NCHW*", "channels_last*")),
     ],
@@ -169,7 +169,7 @@ def sentence_number(text: str, claim: Claim) -> tuple[str | None, str]:
         max(line.find(w) + len(w) for w in wordings if w in line)
     rest = line[start:]
     m = NUMBER.search(rest)
-    if not m or "not decided" in rest[:m.start()]:
+    if not m or "not decided" in line[:start + m.start()]:
         return None, line
     return m.group(1), line
 

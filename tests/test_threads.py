@@ -58,7 +58,7 @@ def test_rounds_that_cannot_decide_get_one_thread_and_say_so(monkeypatch, restor
     _scripted(monkeypatch, {2: [0.003, 0.0003], 1: 0.001})
     text = device.fit_cpu_threads()
     assert torch.get_num_threads() == 1
-    assert text.startswith("Timing with 1 thread, not 2") and "not decided" in text
+    assert text.startswith("Timing with 1 thread, not 2: the noise rule did not decide")
 
 
 def test_a_lesson_decides_on_its_own_step(monkeypatch, restore_threads):

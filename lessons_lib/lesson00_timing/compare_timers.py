@@ -1,10 +1,10 @@
 """Lesson 00 on your own function: `compare` runs every wrong timer next to the harness."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from .. import claim_table, noise, timing
+from ..display import count
 from ..timing import Timing
 
 
@@ -29,7 +29,7 @@ class Compared:
     def __str__(self) -> str:
         how = "median of the paired rounds' ratios; the first call: ratio of the medians"
         return (claim_table.table(self.timings, list(self.ratios.values()), how=how)
-                + f"\n\nwrong / harness, over {self.rounds} alternating rounds "
+                + f"\n\nwrong / harness, over {count(self.rounds, 'alternating round')} "
                 "(the first call: one cold sample, it cannot be repeated):\n" + "\n".join(self.verdicts()))
 
     def __repr__(self) -> str:
@@ -50,27 +50,22 @@ def compare(fn, *args, min_run_time: float = 0.05, rounds: int = noise.ROUNDS, m
     dev = timing.resolve_device(device, args)
     first = timing.wrong_first_call(fn, *args, device=dev)
     timers = {
-        "no sync": lambda: timing.wrong_no_sync(fn, *args, repeats=20, device=dev),
-        "single run": lambda: timing.wrong_single_run(fn, *args, device=dev),
-        "mean incl. cold start": lambda: timing.wrong_mean_with_cold_start(fn, *args, device=dev),
-        "one CPU thread": lambda: timing.wrong_one_thread(fn, *args, min_run_time=min_run_time, device=dev),
-        "harness": lambda: timing.measure(fn, *args, label="harness", min_run_time=min_run_time, device=dev),
+        "no sync": lambda limit: timing.wrong_no_sync(fn, *args, repeats=20, device=dev),
+        "single run": lambda limit: timing.wrong_single_run(fn, *args, device=dev),
+        "mean incl. cold start": lambda limit: timing.wrong_mean_with_cold_start(fn, *args, device=dev),
+        "one CPU thread": lambda limit: timing.wrong_one_thread(fn, *args, min_run_time=min_run_time, max_time=limit,
+                                                                device=dev),
+        "harness": lambda limit: timing.measure(fn, *args, label="harness", min_run_time=min_run_time, max_time=limit,
+                                                device=dev),
     }
-    per: dict[str, list[float]] = {n: [] for n in timers}
-    last: dict[str, Timing] = {}
-    start, names = time.perf_counter(), list(timers)
-    for r in range(noise.MAX_ROUNDS):
-        for n in names if r % 2 == 0 else names[::-1]:
-            last[n] = timers[n]()
-            per[n].append(last[n].median)
-        done = r + 1
-        elapsed = time.perf_counter() - start
-        ratios = {n: noise.Ratio([a / h for a, h in zip(per[n], per["harness"])], num=n, den="harness")
-                  for n in names[:-1]}
-        if done < noise.MIN_ROUNDS:
-            continue
-        if (done >= rounds and all(x.decided for x in ratios.values())) or elapsed * (done + 1) / done > max_time:
-            break
-    over = noise.Comparison(per, elapsed, last).over_rounds()  # the rounds the ratios read, not the last one
+    names = list(timers)
+
+    def one_round(order, _first, limit):  # the noise rule's rounds, looks and time limit (noise.compare's own)
+        return {n: timers[n](limit) for n in order}
+
+    cmp = noise._paired(one_round, names, rounds, noise.MAX_ROUNDS, max_time, [(n, "harness") for n in names[:-1]])
+    ratios = {n: cmp.ratio(n, "harness") for n in names[:-1]}
+    over = cmp.over_rounds()  # the rounds the ratios read, not the last one
     ratios = {"first call": noise.from_timings(first, over["harness"]), **ratios}
+    done = len(cmp.rounds["harness"])
     return Compared([first, *(over[n] for n in names)], ratios, done)
