@@ -7,7 +7,9 @@ Kinds of bar:
 - "regression": a bar taken from a measured run (refitted after a result): it guards against getting worse, it
   predicts nothing;
 - "reported": a figure from the forum thread the lesson reproduces;
-- "count": a fact the trace or the profiler counts (kernels, bytes, syncs), no timing model;
+- "count": a fact the trace, the profiler or the allocator counts (kernels, bytes, syncs, a checker's verdict), no
+  timing model;
+- "ordering": one time above another, as the mechanism implies, with no model of by how much;
 - "tolerance": an allowance stated with its reason (a tie between near-equal strategies), no model.
 
 The line goes out as a warning, so pytest's warnings summary shows it for passing tests too (the GPU validation
@@ -15,7 +17,7 @@ runs pytest with -v and without -s).
 """
 import warnings
 
-KINDS = ("prediction", "regression", "reported", "count", "tolerance")
+KINDS = ("prediction", "regression", "reported", "count", "ordering", "tolerance")
 
 
 class ClaimReport(UserWarning):

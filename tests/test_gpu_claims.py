@@ -171,7 +171,14 @@ def test_gpu_einsum_device_time_is_near_its_floor():
 
 @pytest.mark.gpu
 def test_gpu_exercise_solution_passes_the_speed_bar():
+    """Bar (prediction): exercise01.GPU_SPEEDUP_BAR (1.15×), at most the datasheet model at the H200's measured
+    efficiencies less MARGIN on every course GPU (test_exercise_01_speed_bar_is_within_the_model)."""
+    model = _speedup_model(_peaks(claims.datasheet_gpu()), exercise01.exercise_starter, _one_gemm,
+                           *_exercise_inputs())
     _claim, ok, detail = exercise01.speed_check(_one_gemm, "cuda")
+    claims.report("lesson 01, the exercise's one GEMM over its starter", "prediction",
+                  f"{detail} against the model's {model:.2f}× ({claims.datasheet_gpu()} datasheet at the H200's "
+                  f"efficiencies); bar {exercise01.GPU_SPEEDUP_BAR:g}×")
     assert ok, detail
 
 
@@ -179,6 +186,7 @@ def test_gpu_exercise_solution_passes_the_speed_bar():
 def test_gpu_exercise_starter_is_never_faster_than_itself():
     # On the H200 the untouched starter scored "✓ 2.0×" against itself: each side was timed once.
     _claim, ok, detail = exercise01.speed_check(exercise01.exercise_starter, "cuda")
+    claims.report("lesson 01, the exercise's starter against itself", "count", f"{detail}; bar: not passed")
     assert ok is False, detail
 
 
@@ -195,6 +203,10 @@ def test_gpu_seed_shape_forward_peaks_and_prediction():
     good = memory.timeline(variants02.einsum, x, W).peaks()
     assert bad.forward.measured > 2**30
     assert good.forward.measured < 64 * 2**20
+    claims.report("lesson 02, peak memory predicted from the trace against the allocator", "prediction",
+                  "; ".join(f"{n} {k}: {b.measured / 2**20:.1f} MiB against {b.predicted / 2**20:.1f} MiB"
+                            for n, p in (("broadcast", bad), ("einsum", good))
+                            for k, b in (("forward", p.forward), ("backward", p.backward))) + "; bar: within 10%")
     for p in (bad, good):
         for b in (p.forward, p.backward):
             assert abs(b.predicted - b.measured) <= 0.10 * b.measured

@@ -4,10 +4,11 @@ raises).
 1. The torch 2.9+ TF32 API alone (no old flag) works in cuBLAS and cuDNN calls (old ATen paths checked that the
    two APIs agree): the course sets torch.backends.cudnn.conv.fp32_precision alone in L.conv_tf32_check.
 2. The grouped Conv1d's error against float64 with cuDNN's TF32 on and off (the H200 gave 4.35e-04 with it on).
-3. The model behind the 'near its floor' claim (evidence.step_model: GEMMs at GEMM_EFFICIENCY of the fp32 peak,
-   memory at MEMORY_EFFICIENCY of the bandwidth, kernels one after another; both fitted to the H200 run of
-   2026-11-26, which gave 28% and 73%): the batched GEMM's achieved FLOP/s, a copy's bandwidth, and the steps
-   against the model's time.
+3. The model behind the step claim (step_model.py): FIRST the microbenchmarks (the batched GEMM at the channels-first
+   forward's shape, a copy, and step_model.predict: every GEMM shape of the steps alone and a copy), THEN the steps,
+   each against its prediction (this GPU's microbenchmarks) and against the datasheet model (the H200's
+   efficiencies, 28% and 73%, from the 2026-11-26 run's GEMM and copy: step_model.GEMM_EFFICIENCY and
+   MEMORY_EFFICIENCY), measured / predicted for each.
 4. The Conv1d's training step with cuDNN's TF32 on and off (is the thread's gap a TF32 artefact?).
 5. What sizes the claim's sweep (test_gpu_auto_is_never_decided_slower_than_the_forum_variants_on_a_sweep): each
    forum variant's training step at its three group sizes, and how long auto's tuning of each shape takes.
@@ -16,24 +17,9 @@ import sys
 import time
 
 import torch
+from _probe import cuda_ms, require_cuda  # .ci/gpu-probes/_probe.py (the probe's own folder is on sys.path)
 
-if not torch.cuda.is_available():
-    print("needs CUDA")
-    sys.exit(0)
-
-
-def cuda_ms(fn, reps=10):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
+require_cuda()
 
 
 def main():
@@ -80,12 +66,21 @@ def main():
     gbs = 2 * x.numel() * 4 / copy_ms / 1e6
     print(f"   a copy of {x.numel() * 4 / 2**20:.0f} MiB: {copy_ms:.3f} ms, {gbs:.0f} GB/s"
           + (f" = {gbs * 1e9 / peaks.bandwidth:.0%} of the datasheet bandwidth" if peaks else ""))
-    step = lambda fn: cuda_ms(lambda: lessons.train_step(fn, x, w, b, g))  # noqa: E731
-    for vname, fn in (("matmul, channels first", variants.matmul_channels), ("bmm, rows first", variants.bmm_rows)):
+    from lessons_lib.lesson03_grouped_linear import step_model as SM
+
+    pred = SM.predict("cuda")  # every GEMM shape alone and a copy, before any step is timed
+    print("   GEMMs alone: " + ", ".join(f"{s}: {t * 1e3:.3f} ms" for s, t in pred["gemms"].items())
+          + f"; copy {pred['bandwidth'] / 1e9:.0f} GB/s")
+    step = lambda fn: cuda_ms(lambda: lessons.train_step(fn, x, w, b, g), reps=10)  # noqa: E731
+    sheet = SM.step_model(peaks) if peaks else {}
+    for vname, fn in (("matmul, channels first", variants.matmul_channels), ("bmm, rows first", variants.bmm_rows),
+                      ("einsum", variants.einsum)):
         ms = step(fn)
-        model = evidence.step_model(peaks)[vname]["model"] * 1e3 if peaks else float("nan")
-        print(f"   training step, {vname}: {ms:.3f} ms; model {model:.3f} ms (bar x1.25 = {1.25 * model:.3f} ms; "
-              f"efficiencies {evidence.GEMM_EFFICIENCY:.0%} and {evidence.MEMORY_EFFICIENCY:.0%})")
+        p = pred["steps"][vname] * 1e3
+        model = sheet[vname]["model"] * 1e3 if sheet else float("nan")
+        print(f"   training step, {vname}: {ms:.3f} ms; predicted here {p:.3f} ms (measured / predicted {ms / p:.2f}, "
+              f"claim band 1/1.3-1.3); datasheet model {model:.3f} ms ({ms / model:.2f}; efficiencies "
+              f"{SM.GEMM_EFFICIENCY:.0%} and {SM.MEMORY_EFFICIENCY:.0%})")
     # 4. the Conv1d's step with TF32 on and off
     before = conv.fp32_precision
     try:

@@ -1,10 +1,15 @@
-"""Lesson 05 (CUDA graphs, seed 003): GPU claims (marked gpu, skipped without CUDA), bars derived from the model."""
+"""Lesson 05 (CUDA graphs, seed 003): GPU claims (marked gpu, skipped without CUDA). Bars: predictions of the launch
+model (evidence.gpu_model: this host's cost of a tiny CUDA op measured before the run, the launch_queue constants,
+this GPU's datasheet) and of the bytes, each printed with the measurement and the model's error (tests/claims.py);
+counts for correctness. The table of every claim: .ci/gpu-runs/CLAIMS.md."""
 import math
 
 import pytest
 
 from lessons_lib.lesson05_cuda_graphs import evidence, exercise, explore, on_gpu
 from lessons_lib.lesson05_cuda_graphs.lessons import MODEL_LAYERS
+
+from .. import claims
 from .helpers import _solution
 
 
@@ -16,8 +21,12 @@ def _graph_speedup(params):
 
 @pytest.mark.gpu
 def test_gpu_graphs_at_least_2x_faster_in_the_overhead_bound_regime():
-    predicted = evidence.gpu_model(explore.OVERHEAD_BOUND).speedup
+    predicted = evidence.gpu_model(explore.OVERHEAD_BOUND).speedup  # the host's per-op cost measured first
     measured = _graph_speedup(explore.OVERHEAD_BOUND)
+    claims.report("lesson 05, eager over a CUDA graph in the overhead-bound regime", "prediction",
+                  f"{measured:.2f}× against the launch model's {predicted:.2f}×: "
+                  f"{claims.ratio_words(measured, predicted)}; bar >= {max(2.0, 0.6 * predicted):.2f}× "
+                  "(H200 record: 8.6×)")
     # Bar: the issue's 2×, which the model must itself support (predicted ≥ 2 with this host's measured
     # per-op cost), and the measurement may fall short of the model by at most 40% (the model leaves out
     # autograd's per-node cost, which makes eager slower, and the static-input copies, which make the
@@ -37,6 +46,11 @@ def test_gpu_graphs_change_a_kernel_bound_step_by_less_than_10_percent():
     model = evidence.gpu_model(explore.KERNEL_BOUND).speedup
     assert abs(model - 1) < 0.02
     parts = on_gpu.graph_parts(explore.KERNEL_BOUND, "cuda")
+    claims.report("lesson 05, a graph's replay against eager at a kernel-bound shape", "prediction",
+                  f"replay {parts.replay.median:.3f} (IQR {parts.replay.low:.3f}-{parts.replay.high:.3f}) against the "
+                  f"launch model's {model:.3f}; with the copies {parts.with_copies.median:.3f} against the bytes' "
+                  f"{parts.copies_model:.3f}: {claims.ratio_words(parts.with_copies.median, parts.copies_model)}; "
+                  "bars: within 10% of each (H200: 1.006 and 0.876 against 0.846)")
     assert model / 1.1 <= parts.replay.low and parts.replay.high <= model * 1.1, str(parts)
     # The copies into the static inputs are memory-bound kernels too: eager ÷ (replay + copies) is the step's
     # bytes over the step's and the copies' (0.85), within 10%.
@@ -55,6 +69,9 @@ def test_gpu_make_graphed_callables_leaves_the_same_eager_work_for_both_kinds_at
     assert r["left_eager"] == {"Linear": 2 * MODEL_LAYERS + 1, "PseudoLinear": 2 * MODEL_LAYERS + 1}
     low, high, whole = on_gpu.graphed_band(r["params"], "cuda")
     graphed = r["ratio"]["graphed"]
+    claims.report("lesson 05, Linear over PseudoLinear with make_graphed_callables at width 512", "prediction",
+                  f"{graphed:.2f} in the band {low:.2f}-{high:.2f} (1 to the whole-step model's {whole:.2f}, with the "
+                  "leftover margin; H200: 1.02 in 0.54-1.50)")
     assert low <= graphed <= high, f"{r['sentence']}; band {low:.2f}-{high:.2f} (whole-step model {whole:.2f})"
     assert math.isfinite(r["ratio"]["whole step captured"])
 
@@ -62,6 +79,7 @@ def test_gpu_make_graphed_callables_leaves_the_same_eager_work_for_both_kinds_at
 @pytest.mark.gpu
 def test_gpu_replay_matches_eager_to_float32_tolerance():
     text = on_gpu.check_graphed(device="cuda")
+    claims.report("lesson 05, replays against eager in float32", "count", text.replace("\n", "; "))
     assert "✗" not in text and text.count("✓") == 2
 
 
