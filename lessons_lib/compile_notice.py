@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import threading
 
-BUSY_LOAD = "load 6-7"  # the load the figures below were measured at (two busy loops beside the notebook)
-# Seconds, a 2-core CPU at BUSY_LOAD: lesson 03's compile of the loop (Inductor, batch_linear fusion, a fresh
-# cache), lesson 04's compile of PseudoLinear (Inductor, dynamic shapes) and 04's training step with the CPU's
-# stand-in backend (no code generation).
-BUSY_S = {"03 loop": 60.0, "04 PseudoLinear": 30.0, "04 training step": 10.0}
+BUSY_LOAD = "load 10-12"  # the load the figures below were measured at (two busy loops beside the notebook)
+# Seconds, measured 2026-11-28 on a 2-core CPU at BUSY_LOAD, each in a fresh process with an empty Inductor cache:
+# lesson 03's compile of the loop (Inductor, batch_linear fusion: 110 and 129 s), lesson 04's compile of
+# PseudoLinear (Inductor, dynamic shapes: 93 s; 62 s with the cache 03's compile left) and 04's training step
+# with the CPU's stand-in backend (no code generation: 24.6 s). On a student's laptop at load 6-7 03's took 52 s.
+BUSY_S = {"03 loop": 130.0, "04 PseudoLinear": 95.0, "04 training step": 25.0}
 BY_BACKEND = {"inductor": max(BUSY_S["03 loop"], BUSY_S["04 PseudoLinear"]),
               "aot_eager_decomp_partition": BUSY_S["04 training step"]}
 
@@ -29,7 +30,8 @@ def announce(what: str, backend: str, device, busy_s: float | None = None) -> No
     if getattr(device, "type", device) == "cuda":
         how = "the H200 took 1-6 s for the course's compiles; a 2-core host such as Colab's takes longer"
     elif busy:
-        how = f"up to about {busy:.0f} s on a busy 2-core laptop ({BUSY_LOAD}), seconds on a quiet one"
+        how = (f"seconds on a quiet machine, up to about {busy:.0f} s on a busy 2-core laptop (measured at "
+               f"{BUSY_LOAD}, an empty compile cache)")
     else:
         how = "seconds on a quiet machine, a minute or more on a busy one"
     print(f"Compiling {what} (torch.compile, backend {backend!r}): tracing and code generation, {how}. "

@@ -388,5 +388,5 @@ class ExplorerUI:
             return ""
         self._follow(before)
         self._before_replay = None
-        return (f" That was the replayed record's shape; the sliders are back where they were before the replay "
-                f"({', '.join(f'{k}={v}' for k, v in before.items())}): press Run again to measure there.")
+        return (f" That was the replayed record's shape; the sliders are back where they were before the replay: "
+                f"{', '.join(f'{k}={v}' for k, v in before.items())}.")

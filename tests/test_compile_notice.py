@@ -23,7 +23,7 @@ def test_a_cold_compile_is_announced_before_it_starts(capsys):
     assert c.ok and printed_before
     line = printed_before[0]
     assert line.startswith("Compiling _times_two_plus_one (torch.compile") and line.count("\n") == 1
-    assert f"up to about 42 s on a busy 2-core laptop ({compile_notice.BUSY_LOAD})" in line
+    assert f"up to about 42 s on a busy 2-core laptop (measured at {compile_notice.BUSY_LOAD}" in line
 
 
 def test_the_backends_figure_is_the_default_and_a_gpu_says_so(capsys):
