@@ -12,17 +12,19 @@ model: a MODEL, not a measurement. It reads, per cell, what the code's CUDA path
   - setup: the kernel's start and the set-up cell (imports, CUDA context, setup()). H200: 6 s (the first H200
     run's set-up cells took 3.4-10 s; 6 s fits run -b's totals, below); T4 on Colab (2 vCPUs): 10 s, an
     assumption. Colab's own install of the course (network) is left out.
-  - host: each other cell's Python (tables, traces, checks), taken as the lesser of its seconds on this CPU
-    and under the simulated GPU (GPU-sized work done on the CPU), both with the harness stubbed (the account
-    file's two passes), times HOST_FACTOR: 1.0 on the H200's host (run -b's totals: a fresh machine's first
+  - host: each other cell's Python (tables, traces, checks): the lesser of its kernel's CPU seconds on this
+    CPU and under the simulated GPU (GPU-sized work done on the CPU), both with the harness stubbed (the
+    account file's two passes; CPU seconds, unlike wall time, do not grow with the machine's load), times
+    HOST_FACTOR: 1.0 on the H200's host (run -b's totals: a fresh machine's first
     imports are not faster than this 2-core machine's), 1.5 on Colab's 2 vCPUs (an assumption).
   - timed: every `timing.measure` the cell's CUDA path makes, replayed through the harness's own block rule
     (`block_model`: warm-up, blocks growing ×10 until the Timer's overhead, one device sync of SYNC_S, is
     at most the overhead share of a block or a block exceeds min_run_time; blocks to min_run_time; then
     min_samples; never past its time limit). Each comparison (noise rule) is assumed decided at its first
     look and is capped at its max_time. A call's GPU time: the H200's recorded median for that variant
-    (lessons_lib/reference/h200.json), else DEFAULT_CALL; on a T4 the T4 model file's floor, else the H200's
-    time × T4_SLOWER (its datasheet bandwidth and fp32 peak are 15× and 8× under an H200's: roofline.DATASHEET).
+    (lessons_lib/reference/h200.json, recorded at the notebooks' GPU shapes), else DEFAULT_CALL; on a T4 the
+    H200's time × T4_SLOWER (its datasheet bandwidth and fp32 peak are 15× and 8× under an H200's:
+    roofline.DATASHEET; host-bound calls slow less, so this errs long).
     Lesson 06's checker times its own exercise: its speed model (exercise.speed_model) at each GPU's datasheet
     bandwidth and host cost per op (roofline.ASSUMED_LAUNCH, read by name).
   - compile: each cold Inductor compile site the CUDA path reaches (compiling.compile_cold, recorded; plus
@@ -173,24 +175,22 @@ def block_model(t: float, sync: float, share: float, m: float, samples: int, war
     return clock
 
 
-def _recorded_calls(gpu: str) -> dict[tuple[str, str], float]:
-    """{(lesson key, variant label): seconds a call} from the measured H200 file or the T4 model file."""
-    path = ROOT / "lessons_lib" / "reference" / ("h200.json" if gpu == "H200" else "model-t4.json")
+def _recorded_calls() -> dict[tuple[str, str], float]:
+    """{(lesson number, variant label): seconds a call} from the measured H200 file (its medians)."""
     out = {}
 
     def walk(key, node):
         if isinstance(node, dict):
             for label, v in (node.get("variants") or {}).items():
-                secs = v.get("median") if gpu == "H200" else v.get("floor")
-                if isinstance(secs, (int, float)) and secs > 0:
-                    out.setdefault((key, label), secs)
+                if isinstance(v.get("median"), (int, float)) and v["median"] > 0:
+                    out.setdefault((key, label), v["median"])
             for v in node.values():
                 walk(key, v)
         elif isinstance(node, list):
             for v in node:
                 walk(key, v)
 
-    for key, section in json.loads(path.read_text())["lessons"].items():
+    for key, section in json.loads((ROOT / "lessons_lib" / "reference" / "h200.json").read_text())["lessons"].items():
         walk(key[:2], section)
     return out
 
@@ -210,16 +210,14 @@ def _exercise06(gpu: str) -> dict[str, float]:
     return {"starter": starter, "yours": solution}
 
 
-def call_seconds(gpu: str, lesson: str, label: str, recorded: dict, h200: dict) -> float:
+def call_seconds(gpu: str, lesson: str, label: str, h200: dict) -> float:
     if lesson == "06" and label in ("starter", "yours"):
         return _exercise06(gpu)[label]
-    if (lesson, label) in recorded:
-        return recorded[(lesson, label)]
-    base = h200.get((lesson, label), DEFAULT_CALL)
+    base = h200.get((lesson, label), DEFAULT_CALL)  # the H200's recorded shape is the notebook's GPU default
     return base if gpu == "H200" else base * T4_SLOWER
 
 
-def model_cell(cell: dict, cpu_s: float | None, gpu: Gpu, lesson: str, recorded: dict, h200: dict,
+def model_cell(cell: dict, cpu_s: float | None, gpu: Gpu, lesson: str, h200: dict,
                share: float, first: bool, profiled: list, short: list | None = None) -> dict[str, float]:
     """{setup, host, timed, compile, profiler, child} seconds of one cell on `gpu`. `short` gets a line for each
     comparison whose first look's rounds do not fit its max_time here (it then decides nothing)."""
@@ -228,19 +226,21 @@ def model_cell(cell: dict, cpu_s: float | None, gpu: Gpu, lesson: str, recorded:
     children = sum(c["t"] - c["start"] for c in calls if c["fn"] == "run" and "python" in c.get("cmd", "").lower())
     if first:
         out["setup"] = gpu.setup_s
-    else:  # a child process is priced as `child`, not as this cell's Python
+    elif cell.get("cpu") is not None:  # CPU seconds (load-independent); a child process is priced as `child`
+        out["host"] = (cell["cpu"] if cpu_s is None else min(cell["cpu"], cpu_s)) * HOST_FACTOR[gpu.name]
+    else:  # an older account: wall seconds, less any child process's
         sim = max(cell["sim_seconds"] - children, 0.0)
         out["host"] = (sim if children or cpu_s is None else min(sim, cpu_s)) * HOST_FACTOR[gpu.name]
     groups = [c for c in calls if c["fn"] == "_paired"]
     for c in calls:
         if c["fn"] == "measure":
-            t = call_seconds(gpu.name, lesson, c["label"], recorded, h200) if c["dev"] == "cuda" else 1e-3
+            t = call_seconds(gpu.name, lesson, c["label"], h200) if c["dev"] == "cuda" else 1e-3
             sync, sh = (gpu.sync_s, share) if c["dev"] == "cuda" else (0.5e-6, 1e-4)
             flush = 30e-6 if c["flush"] else 0.0  # 2× the L2 written at the bandwidth, and its launch
             c["_s"] = block_model(t, sync, sh, c["min_run_time"], c["min_samples"], c["warmup"], c["max_time"], flush)
             out["timed"] += c["_s"] * (1.0 if c["dev"] == "cuda" else HOST_FACTOR[gpu.name])
         elif c["fn"] == "wrong":  # lesson 00's wrong timers: their calls, untimed by the harness
-            out["timed"] += c.get("calls", 1) * call_seconds(gpu.name, lesson, c["label"], recorded, h200)
+            out["timed"] += c.get("calls", 1) * call_seconds(gpu.name, lesson, c["label"], h200)
         elif c["fn"] == "compile_cold":
             out["compile"] += gpu.compile_s
         elif c["fn"] == "__enter__":
@@ -272,7 +272,7 @@ def model_notebooks(account: Path, cols: list[tuple[str, float]], short: dict | 
     """{notebook: {(gpu, share): [(cell, seconds, {part: seconds}, first line)]}} from the account file; `short`
     gets {(notebook, gpu): [comparisons that do not fit their max_time]}."""
     data = json.loads(account.read_text())
-    calls = {g: (_recorded_calls(g), _recorded_calls("H200")) for g in {g for g, _ in cols}}
+    h200 = _recorded_calls()
     out = {}
     for rel, nb_acct in data["notebooks"].items():
         cpu = dict(nb_acct.get("cpu_seconds") or {})  # first code line -> its seconds on the CPU, harness stubbed
@@ -285,7 +285,7 @@ def model_notebooks(account: Path, cols: list[tuple[str, float]], short: dict | 
             profiled, per_cell = [], []
             for k, cell in enumerate(nb_acct["cells"]):
                 lst = short.setdefault((rel, g), []) if short is not None else None
-                m = model_cell(cell, cpu.get(cell["first_line"]), GPUS[g], lesson, *calls[g], share, k == 0, profiled,
+                m = model_cell(cell, cpu.get(cell["first_line"]), GPUS[g], lesson, h200, share, k == 0, profiled,
                                lst)
                 m["compile"] += GPUS[g].compile_s * EXTRA_COMPILES.get(rel, {}).get(cell["first_line"], 0)
                 per_cell.append((cell["cell"], sum(m.values()), m, cell["first_line"]))

@@ -10,7 +10,8 @@ timing anything. Also recorded: the noise rule's comparisons (variants, looks, m
 compiles (`compiling.compile_cold`: under the simulation Triton is missing and the compile itself is skipped,
 so the sites are counted, not timed), torch.profiler sessions and child processes. Each record is put in the
 cell that was running (nbclient's execution timestamps). Then the same notebook runs on this CPU, harness
-stubbed the same way: each cell's seconds there are its own Python, the `host` the model prices. The result
+stubbed the same way: each cell's CPU seconds there (the kernel's own, all threads: a load-independent
+measure) are its own Python, the `host` the model prices. The result
 (one small JSON file) is what .ci/gpu_runall.py models a GPU's Run All from; rerun this after changing a
 notebook or a GPU-path default. It needs the CPU build of torch and g++ (as the simulated GPU does); 2-3
 minutes a notebook on a 2-core machine. It never writes a notebook.
@@ -31,7 +32,7 @@ OUT = ROOT / ".ci" / "gpu-runs" / "runall-account.json"
 
 # The kernel's sitecustomize (@NAME@ are filled in): runs before the notebook's first cell.
 STARTUP = r'''
-import functools, json, subprocess, sys, time
+import functools, inspect, json, subprocess, sys, time
 sys.path.insert(0, @ROOT@)
 if @GPU@:
     from tests.simgpu import _cpu_sized_gpu_work, profiles, runtime
@@ -54,11 +55,12 @@ def _measure(fn, *args, label=None, min_run_time=0.2, warmup=timing.WARMUP_CALLS
 timing.measure = functools.wraps(_real_measure)(_measure)  # wraps: show_source still shows the real one
 def _wrong(kind):  # lesson 00's wrong timers on CUDA: a few GPU-sized calls each, recorded and not run
     real = getattr(timing, kind)
+    default = inspect.signature(real).parameters["label"].default
     @functools.wraps(real)
-    def stub(fn, *args, label=None, device=None, **k):
+    def stub(fn, *args, label=default, device=None, **k):
         dev = timing.resolve_device(device, args)
         if dev.type != "cuda":
-            return real(fn, *args, **({"label": label} if label else {}), device=device, **k)
+            return real(fn, *args, label=label, device=device, **k)
         _log(fn="wrong", kind=kind, dev=dev.type, label=str(label or kind)[:60], calls=k.get("repeats", 1))
         return timing.Timing(str(label or kind), 1e-4, 0.0, [1e-4], 1, f"WRONG: {kind} (stub)", dev.type)
     return stub
@@ -80,6 +82,16 @@ _wrap(compiling, "compile_cold", lambda a, k: {"backend": k.get("backend")})
 _wrap(subprocess, "run", lambda a, k: {"cmd": str(a[0] if a else k.get("args"))[:100]})
 import torch.profiler
 _wrap(torch.profiler.profile, "__enter__", lambda a, k: {})
+'''
+# The kernel's IPython start-up file: each cell's CPU seconds (this process, all its threads; a child process and
+# a sleep are not in them), which unlike its wall time does not grow with the machine's load.
+CELL_CPU = r'''
+import time
+from sitecustomize import _log
+_started = [0.0]
+get_ipython().events.register("pre_run_cell", lambda *a: _started.__setitem__(0, time.process_time()))
+get_ipython().events.register("post_run_cell",
+                              lambda *a: _log(fn="cell_cpu", seconds=time.process_time() - _started[0]))
 '''
 
 
@@ -116,10 +128,14 @@ def account(nb_path: Path, gpu: str, work: Path, timeout: float) -> dict:
         startup = startup.replace(key, value)
     # As sitecustomize: the kernel and every Python it starts (lesson 00's fresh-process demo) see the same GPU.
     (site / "sitecustomize.py").write_text(startup)
+    ipython = work / "ipython"
+    (ipython / "profile_default" / "startup").mkdir(parents=True, exist_ok=True)
+    (ipython / "profile_default" / "startup" / "00-cell-cpu.py").write_text(CELL_CPU)
     (kdir / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "course-simgpu", "language": "python",
-        "env": {"PYTHONPATH": f"{site}{os.pathsep}{ROOT}", **({"LD_PRELOAD": shim, "COURSE_SIMGPU_SHIM": shim}
+        "env": {"PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "IPYTHONDIR": str(ipython),
+                **({"LD_PRELOAD": shim, "COURSE_SIMGPU_SHIM": shim}
                                                                if gpu else {})}}))
     os.environ["JUPYTER_PATH"] = str(work)
     nb = nbformat.read(nb_path, as_version=4)
@@ -135,11 +151,13 @@ def account(nb_path: Path, gpu: str, work: Path, timeout: float) -> dict:
     errors = [f"cell {i}: {o.get('ename')}: {str(o.get('evalue'))[:160]}" for i, c in enumerate(nb.cells)
               for o in c.get("outputs", []) if o.get("output_type") == "error"]
     spans = cell_spans(nb)
-    cells = [{"cell": i, "first_line": first[:100], "sim_seconds": round(end - start, 2), "calls": []}
+    cells = [{"cell": i, "first_line": first[:100], "sim_seconds": round(end - start, 2), "cpu": None, "calls": []}
              for i, start, end, first in spans]
     for r in records:  # each record to the last cell started before it
         k = max((k for k, span in enumerate(spans) if span[1] <= r["t"]), default=None)
-        if k is not None:
+        if k is not None and r["fn"] == "cell_cpu":
+            cells[k]["cpu"] = round(r["seconds"], 2)
+        elif k is not None:
             cells[k]["calls"].append(r)
     return {"seconds": round(seconds, 1), "errors": errors + ([f"stopped: {stopped}"] if stopped else []),
             "cells": cells}
@@ -167,7 +185,7 @@ def main(argv=None) -> int:
             found = account(path, a.gpu, Path(tmp), a.timeout)
             # The same notebook on this CPU, harness stubbed: each cell's own Python (its `host` in the model).
             on_cpu = account(path, "", Path(tmp), a.timeout)
-            found["cpu_seconds"] = {c["first_line"]: c["sim_seconds"] for c in on_cpu["cells"]}
+            found["cpu_seconds"] = {c["first_line"]: c["cpu"] for c in on_cpu["cells"] if c["cpu"] is not None}
             data["notebooks"][rel] = found
             print(f"{rel}: {found['seconds']} s under the simulated GPU, {on_cpu['seconds']} s on the CPU, "
                   f"{sum(len(c['calls']) for c in found['cells'])} records"

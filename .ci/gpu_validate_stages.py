@@ -240,7 +240,9 @@ def _notebook_jobs(ctx: Ctx) -> int:
     H200 run (2026-11-26-b), two at a time, the 16 took about 300 s of notebook time (00 49 s, 03 56 s, 04
     over its 78 s cap, solutions 10-37 s): one at a time is more than an 8-minute run has. Their GPU timings
     share the GPU with two neighbours: the claim tests, which state the course's numbers, run alone."""
-    return ctx.standins.get("notebook_jobs") or (3 if ctx.cores >= 12 else 1)
+    from gpu_validate import NOTEBOOK_JOBS  # the plan's count (gpu_validate.notebooks_needed prices the stage by it)
+
+    return ctx.standins.get("notebook_jobs") or (NOTEBOOK_JOBS if ctx.cores >= 12 else 1)
 
 
 def _verdict(one_log: Path, nb, rc, killed: bool, cap: float) -> tuple[str, list[str]]:

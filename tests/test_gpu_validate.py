@@ -34,14 +34,21 @@ def test_the_unit_stage_leaves_out_the_dry_run_test_by_its_real_name():
     assert path == "tests/test_gpu_validate.py" and name in globals()
 
 
-def test_the_budgets_end_the_run_within_eight_minutes_and_the_lead_call_leaves_room():
+def test_the_budgets_end_the_run_within_the_leads_one_call_of_at_most_nine_minutes():
+    # Issue 34: the whole validation within 9 minutes of calls, in at most two (a lent GPU gives 15 minutes, its 1-2
+    # minute start included; at most 10 minutes a call). The second H200 run took 13 minutes over three calls.
     assert set(gv.BUDGETS) == set(gv.STAGES)
-    grace = 3 * sum(gv.KILL_GRACE)  # up to three stages stopped, each after its kill grace
-    assert sum(planned for planned, _ in gv.BUDGETS.values()) + grace <= 8 * 60
+    ok, line = gv.plan_fits()
+    assert ok and "fits" in line, line
+    worst_stop = sum(gv.KILL_GRACE) + 5.0  # SIGINT, SIGTERM, then SIGKILL's wait (gpu_validate.stop)
+    assert gv.STOP_SLACK >= 15 + worst_stop  # the notebooks stage kills a notebook 15 s past its cap, then stops it
+    assert sum(p for p, _ in gv.BUDGETS.values()) + gv.STOP_SLACK <= gv.CALL_SECONDS <= 9 * 60
+    assert not gv.plan_fits({**gv.BUDGETS, "notebooks": (gv.CALL_SECONDS, True)})[0]  # a plan that cannot fit says so
     header = (ROOT / ".ci" / "gpu-validate").read_text()
-    call = re.search(r'run\(command="bash \.ci/gpu-validate", carry=\["\.whl"\], timeout_s=(\d+)\)', header)
-    assert call, "the header names the device call the lead makes"
-    assert sum(p for p, _ in gv.BUDGETS.values()) + 60 <= int(call.group(1)) <= 600  # stops and start-up fit
+    calls = re.findall(r'run\(command="(bash \.ci/gpu-validate[^"]*)", carry=\["\.whl"\], timeout_s=(\d+)\)', header)
+    planned = [(cmd, int(t)) for cmd, t in calls if "--resume" not in cmd]
+    assert planned == [(gv.CALL, gv.CALL_SECONDS)], "the header names the one call the lead makes, with its timeout_s"
+    assert len(calls) <= 2  # at most one more: --resume, for what a stop left out
 
 
 def test_a_stage_gets_what_earlier_stages_left_only_if_it_takes_it_and_pays_for_overruns():
@@ -168,6 +175,7 @@ def test_the_dry_run_keeps_each_stage_to_its_budget_and_writes_its_results(tmp_p
                           cwd=ROOT, capture_output=True, text=True, timeout=590)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # stand-ins fail on purpose
     summary = (out / "summary.txt").read_text()
+    assert gv.plan_fits()[1] in summary and "fits" in gv.plan_fits()[1]  # the GPU's plan, shown on this CPU
     rows = {m.group(1): m.groups()[1:] for m in ROW.finditer(summary)}
     assert set(rows) == set(gv.STAGES), summary
     for stage, (planned, given, used, result, what) in rows.items():
@@ -193,3 +201,86 @@ def test_the_dry_run_keeps_each_stage_to_its_budget_and_writes_its_results(tmp_p
     assert re.search(r"PASSED .*test_passes\[\d\]|test_passes\[\d\] PASSED", unit_log), unit_log[-3000:]
     files = [p for p in out.rglob("*")]
     assert len(files) <= gv.OUT_FILES and all(p.is_file() and p.parent == out for p in files)
+
+
+# --- .ci/gpu_runall.py: where a notebook's Run All goes on a GPU ---------------------------------------------------
+import gpu_runall as runall  # noqa: E402
+
+
+class _Clock:
+    """A Timer on a virtual clock: `sync` seconds a block, `per_call` a call; `spent` is what it took."""
+
+    class _Spec:
+        num_threads = 1
+
+    _task_spec = _Spec()
+
+    def __init__(self, sync, per_call):
+        self.sync, self.per_call, self.spent = sync, per_call, 0.0
+
+    def _timeit(self, number):
+        self.spent += self.sync + number * self.per_call
+        return self.sync + number * self.per_call
+
+    def timeit(self, number):
+        took = self._timeit(number + max(number // 100, 2)) + self.sync  # Timer.timeit: its untimed calls first
+        return type("M", (), {"times": [(took - 2 * self.sync) / (number + max(number // 100, 2))]})()
+
+
+@pytest.mark.parametrize("per_call, share, m, samples", [(20e-6, 1e-4, 0.02, 3), (20e-6, 1e-3, 0.02, 3),
+                                                        (5e-3, 1e-4, 0.2, 7), (0.27, 1e-3, 0.02, 3)])
+def test_the_model_replays_the_harness_block_rule_on_the_same_clock(per_call, share, m, samples):
+    # The model prices a GPU measurement by the harness's own rule (timing._autorange); if the rule changes, the
+    # model must follow. The same scripted clock through both (warm-up aside), within a block's sync.
+    from lessons_lib import timing
+
+    clock = _Clock(4e-6, per_call)
+    budget = timing._Budget(None, time.perf_counter())
+    timing._autorange(clock, m, samples, budget, overhead_share=share)
+    harness = clock.spent - 5 * clock.sync  # its five overhead probes (_timeit(0)) are not blocks
+    modelled = runall.block_model(per_call, 4e-6, share, m, samples, 1, None) - per_call  # one warm-up call
+    assert modelled == pytest.approx(harness, rel=0.05, abs=1e-4)
+
+
+def _stamp(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(1_700_000_000 + seconds)) + ".000000Z"
+
+
+def _cell(src, start, end):
+    return {"cell_type": "code", "source": src, "outputs": [], "metadata": {"execution": {
+        "iopub.execute_input": _stamp(start), "shell.execute_reply": _stamp(end)}}}
+
+
+def test_measured_reads_each_cells_time_and_stops_at_an_earlier_runs_stamps(tmp_path):
+    # nbclient stops at a failing cell: the cells after it keep the committed run's stamps (older), as notebook 00
+    # did on the first H200 run. Those are not this run's.
+    nb = {"cells": [_cell("import sys", 100, 104), _cell("# NBVAL\nx = slow()", 104, 134),
+                    _cell("print(x)", 10, 11)], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "00_x.ipynb"
+    path.write_text(json.dumps(nb))
+    assert runall.cell_times(nb) == [(0, 4.0, "import sys"), (1, 30.0, "x = slow()")]
+    assert runall.run_all_seconds(nb) == (34.0, 1)
+    text = runall.measured([path], cells=1, label="a test run")
+    assert "a test run" in text and "34.0s" in text and "[1] 30.0 s x = slow()" in text and "1 code cells not run" in text
+
+
+def test_the_model_prices_compiles_and_caps_a_comparison_at_its_max_time(tmp_path):
+    t0 = 1000.0
+    measures = [{"fn": "measure", "dev": "cuda", "label": f"v{i % 2}", "min_run_time": 0.02, "max_time": None,
+                 "min_samples": 3, "warmup": 1, "flush": False, "t": t0 + i} for i in range(20)]
+    account = {"notebooks": {"notebooks/09_x.ipynb": {"cells": [
+        {"cell": 1, "first_line": "import sys", "sim_seconds": 1.0, "cpu": 0.8, "calls": []},
+        {"cell": 2, "first_line": "c = compare()", "sim_seconds": 9.0, "cpu": 4.0, "calls": [
+            *measures, {"fn": "_paired", "start": t0, "t": t0 + 30, "names": ["v0", "v1"], "rounds": 10,
+                        "max_rounds": 15, "max_time": 0.5}]},
+        {"cell": 3, "first_line": "f = compile_it()", "sim_seconds": 2.0, "cpu": 1.5, "calls": [
+            {"fn": "compile_cold", "start": t0 + 40, "t": t0 + 41, "backend": None}]}],
+        "cpu_seconds": {"import sys": 0.5, "c = compare()": 0.25, "f = compile_it()": 0.5}}}}
+    path = tmp_path / "account.json"
+    path.write_text(json.dumps(account))
+    found = runall.model_notebooks(path, [("H200", 1e-3)])["notebooks/09_x.ipynb"][("H200", 1e-3)]
+    (_c1, s1, m1, _), (_c2, s2, m2, _), (_c3, s3, m3, _) = found
+    gpu = runall.GPUS["H200"]
+    assert m1["setup"] == gpu.setup_s and s1 == gpu.setup_s  # the set-up cell
+    assert m2["timed"] == pytest.approx(0.5) and m2["host"] == pytest.approx(0.25)  # capped at its max_time
+    assert m3["compile"] == gpu.compile_s and m3["host"] == pytest.approx(0.5)
