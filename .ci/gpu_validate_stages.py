@@ -187,12 +187,21 @@ def record(ctx: Ctx, deadline: float) -> Outcome:
 # --- 3. probes --------------------------------------------------------------------------------------
 
 
+def probe_order(paths) -> list[Path]:
+    """Probes that no committed GPU run has run yet first (their facts are the new ones), then the rest, each group
+    by name: a probes stage cut short by its budget leaves out the ones whose output is already in .ci/gpu-runs/."""
+    ran = set()
+    for log in (ROOT / ".ci" / "gpu-runs").glob("*/*probes.log"):
+        ran.update(re.findall(r"^=== \.ci/gpu-probes/(\S+\.py): ok ===", log.read_text(errors="replace"), re.M))
+    return sorted(paths, key=lambda p: (p.name in ran, p.name))
+
+
 def probes(ctx: Ctx, deadline: float) -> Outcome:
     """Every .ci/gpu-probes/*.py (not _probe.py, their shared helpers), one after another, each capped; their
     output in one log."""
     log = ctx.out / "probes.log"
     found = ctx.standins.get("probes") or [ROOT / p for p in ctx.resume.get("probes", [])] \
-        or sorted(p for p in (ROOT / ".ci" / "gpu-probes").glob("*.py") if not p.name.startswith("_"))
+        or probe_order(p for p in (ROOT / ".ci" / "gpu-probes").glob("*.py") if not p.name.startswith("_"))
     if not found:
         log.write_text("no probes in .ci/gpu-probes/\n")
         return Outcome("passed", notes=["no probes"])

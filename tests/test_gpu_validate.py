@@ -60,6 +60,15 @@ def test_a_stage_gets_what_earlier_stages_left_only_if_it_takes_it_and_pays_for_
     assert gv.given_budget("c", plan, budgets, elapsed=200) == 5  # never less than a start
 
 
+def test_probes_no_gpu_run_has_run_go_first():
+    # A probes stage cut short by its budget should leave out the probes whose output is already committed
+    # (.ci/gpu-runs/h200-2026-11-26-b ran lesson03_tf32_and_step_model, lesson05 and lesson07), not the new ones.
+    probes = [p for p in (ROOT / ".ci" / "gpu-probes").glob("*.py") if not p.name.startswith("_")]
+    order = [p.name for p in stages.probe_order(probes)]
+    ran = ["lesson03_tf32_and_step_model.py", "lesson05.py", "lesson07.py"]
+    assert order[-len(ran):] == ran and sorted(order) == sorted(p.name for p in probes)
+
+
 def test_run_stops_a_command_and_every_process_it_started_at_the_deadline(tmp_path):
     pid_file = tmp_path / "child.pid"
     script = ("import subprocess, sys, time\n"
