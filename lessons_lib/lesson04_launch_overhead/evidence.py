@@ -209,9 +209,9 @@ def rate_summary(run, peaks_: roofline.Peaks) -> str:
     elif est.high <= 1.1 * top:
         lines.append("No sign of fewer multiplications: the schoolbook count runs at or below the peak.")
     elif est.low > 1.1 * top:
-        lines.append("Above the peak: the peak (the fastest of many samples of a large mm, so not a busy machine's "
-                     "slow one) was beaten, so either this GEMM's shape runs faster than that one or the library "
-                     "does fewer multiplications here.")
+        lines.append("Above the peak: the peak measurement (the fastest of many samples of a large mm) was beaten: a "
+                     "busy machine interrupts a large call more often than a short one, this GEMM's shape may run "
+                     "faster, or the library does fewer multiplications here; rerun on a quieter machine to tell.")
     else:
         lines.append("Within the timing's spread of the peak: no evidence either way; rerun on a quieter machine.")
     return "\n".join(lines)

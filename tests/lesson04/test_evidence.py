@@ -81,11 +81,17 @@ def test_classifier_verdicts(cpu_peaks, fn, shapes, regime):
     assert max(terms.values()) == pytest.approx(cpu_peaks.floor(work))
 
 
-def test_regimes_at_the_three_recorded_cpu_shapes(cpu_peaks):
+def test_regimes_at_the_three_recorded_cpu_shapes():
+    # Peaks a 2-core laptop measures when quiet (this machine: 86-100 GFLOP/s, 22-27 GB/s, 1.4 µs an op), not this
+    # run's: at load 17 one peak came out 5-10x low even as the fastest of many samples, and the tiny shape's
+    # Linear read "compute-" or "memory-bound" (a test must not fail because the machine is busy)
+    pk = roofline.Peaks(flops=100e9, bandwidth=25e9, launch=1.4e-6, source="a quiet 2-core CPU")
     tiny, big_elementwise, big_gemm = explore.REGIME_SHAPES["cpu"]
-    assert set(evidence.regimes(tiny, "cpu").values()) == {"overhead"}
-    assert evidence.regimes(big_elementwise, "cpu")["PseudoLinear"] == "memory"
-    assert evidence.regimes(big_gemm, "cpu")["Linear"] == "compute"
+    regimes = {n: {v: pk.regime(w) for v, w in lessons.LESSON.work(p).items()} for n, p in
+               (("tiny", tiny), ("elementwise", big_elementwise), ("gemm", big_gemm))}
+    assert set(regimes["tiny"].values()) == {"overhead"}, regimes
+    assert regimes["elementwise"]["PseudoLinear"] == "memory" and regimes["gemm"]["Linear"] == "compute", regimes
+    assert set(evidence.regimes(tiny, "cpu")) == set(regimes["tiny"])  # the lesson's door: this machine's peaks
 
 
 @pytest.mark.parametrize("device", DEVICES)
