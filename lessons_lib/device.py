@@ -142,7 +142,7 @@ def _thread_probe():
     return probe
 
 
-def thread_choice(step=None, what: str = "", max_time: float = 2.0) -> tuple[int, str]:
+def thread_choice(step=None, what: str = "", max_time: float = 1.0) -> tuple[int, str]:
     """(threads, sentence): how many CPU threads to time with here, now, decided by the noise rule on `step`
     (a zero-argument call: a lesson's own training step; by default `_thread_probe`), timed on all of
     torch's start-up threads and on one in paired, alternating rounds (`noise.compare(num_threads=...)`).
@@ -179,7 +179,7 @@ def thread_choice(step=None, what: str = "", max_time: float = 2.0) -> tuple[int
                f"on a descheduled thread. {undo}")
 
 
-def fit_cpu_threads(step=None, what: str = "", max_time: float = 2.0) -> str:
+def fit_cpu_threads(step=None, what: str = "", max_time: float = 1.0) -> str:
     """Use `thread_choice`'s count (setup() calls this on a CPU; lesson 07 again on its own training step);
     a sentence when it chose fewer threads than torch's, "" when it kept them."""
     torch.set_num_threads(CPU_THREADS)
