@@ -196,6 +196,9 @@ class ExplorerUI:
 
     def _stopping_line(self) -> str:
         waited = time.perf_counter() - self._stop_pressed
+        if self.phases.current == "drawing":  # the measuring has ended: what is left is drawing its points
+            return _line(f"■ stopping: Stop pressed {waited:.0f} s ago; nothing more is measured, drawing what "
+                         "was…", "#b60")
         now = f" (now: {self._phase_text})" if self._phase_text else ""
         return _line(f"■ stopping: Stop pressed {waited:.0f} s ago; waiting for the call running now to "
                      f"return{now}…", "#b60")

@@ -193,6 +193,12 @@ def test_explorer_refuses_runs_stops_reports_and_replays_in_a_real_kernel(lab, t
             page.screenshot(path=str(shots / "explorer-sweeping.png"), full_page=True)
             t0 = time.time()
             _button(page, "Stop").click()
+            # until it has stopped, the status says it is stopping (issue 34: "stopping…" was overwritten by the
+            # next phase's line within 0.6 s while the sweep went on for 11 s)
+            while time.time() - t0 < 60 and not any("stopped after" in t for t in _status(page)):
+                status = " ".join(_status(page))
+                assert "stopping" in status or "stopped" in status or time.time() - t0 < 1, status
+                time.sleep(0.2)
             _wait_status(page, "stopped after", 60_000)
             stop_seconds = time.time() - t0
             page.wait_for_selector(".jupyter-widgets .jp-OutputArea-output img", timeout=30_000)
@@ -234,6 +240,81 @@ def test_explorer_refuses_runs_stops_reports_and_replays_in_a_real_kernel(lab, t
             page.screenshot(path=str(shots / "explorer-failure.png"), full_page=True)
             print(f"screenshots in {shots}")
             raise
+        finally:
+            browser.close()
+
+
+# Lesson 04's sweep cells after Run All, save and a browser reload (issue 34: "Error displaying widget: model not
+# found", which the kit tells participants means a broken install): a sweep's progress is plain text that stays.
+CELLS_SWEEP = [
+    "from lessons_lib import setup\nfrom lessons_lib import lesson04_launch_overhead as L\ndevice = setup()",
+    'sw = L.LESSON.sweep("width", [16, 32, 64], {"batch": 8, "layers": 2}, device, min_run_time=0.01)',
+]
+
+
+@pytest.mark.parametrize("lab", [CELLS_SWEEP], indirect=True)
+def test_a_sweeps_progress_survives_save_and_reload(lab, tmp_path):
+    with playwright.sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        shots = _shots_dir(tmp_path)
+        try:
+            _open_and_run_all(page, lab)
+            _wait_text = "() => document.body.innerText.includes('sweeping width: 3 of 3 points measured')"
+            page.wait_for_function(_wait_text, timeout=180_000)
+            page.wait_for_selector(".jp-StatusBar-TextItem:has-text('Idle')", timeout=60_000)
+            page.keyboard.press("Control+s")
+            time.sleep(2)
+            page.reload()
+            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+            page.wait_for_function(_wait_text, timeout=60_000)
+            time.sleep(3)  # a widget view would have tried to render by now
+            page.screenshot(path=str(shots / "sweep-progress-after-reload.png"), full_page=True)
+            assert page.get_by_text("model not found").count() == 0
+            assert page.get_by_text("Error displaying widget").count() == 0
+        finally:
+            browser.close()
+
+
+# Lesson 07's explorer: replaying "T4 · model" moved the sliders to a GPU's shape, where Run on a CPU refused
+# ("about 125 s, the budget is 30 s") with no way back (issue 34). Refused there, the sliders return; Run then runs.
+CELLS_REPLAY_RUN = [
+    "from lessons_lib import setup\nfrom lessons_lib import lesson07_capstone as L\ndevice = setup()",
+    "explorer = L.explorer(device)\nexplorer",
+    "explorer.run_budget",
+]
+
+
+@pytest.mark.parametrize("lab", [CELLS_REPLAY_RUN], indirect=True)
+def test_a_replay_never_leaves_the_sliders_where_run_refuses(lab, tmp_path):
+    with playwright.sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        shots = _shots_dir(tmp_path)
+        try:
+            _open_and_run_all(page, lab)
+            page.wait_for_selector(".widget-slider", timeout=180_000)
+            page.wait_for_selector(".jp-StatusBar-TextItem:has-text('Idle')", timeout=120_000)
+            readouts = lambda: page.locator(".widget-slider .widget-readout").all_inner_texts()  # noqa: E731
+            mine = readouts()
+            select = page.locator(".widget-dropdown:has(label:text('results from')) select")
+            t4 = next(o for o in select.locator("option").all_inner_texts() if o.startswith("T4") and "model" in o)
+            select.select_option(label=t4)
+            page.locator(".widget-output", has_text="model (datasheet roofline)").wait_for(timeout=60_000)
+            page.wait_for_function("() => [...document.querySelectorAll('.jupyter-widgets button')].some("
+                                   "b => b.textContent.includes('Run') && !b.disabled)", timeout=60_000)
+            assert readouts() != mine
+            _run_code(page, "explorer.run_budget = 0.5  # so this CPU refuses the GPU's shape, as a busy one does")
+            _button(page, "Run").click()
+            _wait_status(page, "⚠", 240_000)
+            page.screenshot(path=str(shots / "replay-then-refused.png"), full_page=True)
+            (refusal,) = _status(page)
+            assert "budget" in refusal and "sliders are back where they were" in refusal, refusal
+            assert readouts() == mine
+            _run_code(page, "explorer.run_budget = 60")
+            _button(page, "Run").click()
+            _wait_status(page, "✓ done", 300_000)
+            page.screenshot(path=str(shots / "replay-refused-then-run.png"), full_page=True)
         finally:
             browser.close()
 
