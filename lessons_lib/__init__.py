@@ -55,7 +55,25 @@ doctor, doctor_probes, workspace and host (memory, cores, load) need the standar
 """
 from __future__ import annotations
 
+import sys as _sys
+
 __version__ = "0.1.0"
+
+
+def _cwd_last() -> None:
+    """`python -m lessons_lib.diagnose mystep.py:step` from a folder that holds the reader's io.py, types.py or
+    inspect.py: Python put that folder first on sys.path, so their file would shadow the standard library's module
+    for every import from here on (torch imports inspect). The folder goes last: their own modules still import."""
+    import os
+
+    argv = getattr(_sys, "orig_argv", [])
+    i = argv.index("-m") + 1 if "-m" in argv else 0
+    if 0 < i < len(argv) and argv[i].startswith("lessons_lib") and _sys.path and \
+            os.path.realpath(_sys.path[0] or ".") == os.path.realpath(os.getcwd()):
+        _sys.path.append(_sys.path.pop(0))
+
+
+_cwd_last()
 
 
 # The tools for a room whose torch is missing or broken: they import only the standard library, so

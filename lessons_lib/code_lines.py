@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import sys
+import sysconfig
 from dataclasses import dataclass
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,11 +37,56 @@ class Where:
 
     @property
     def place(self) -> str:
-        """file:line, the file's base name only (a notebook cell's full path says nothing)."""
-        return f"{os.path.basename(self.file)}:{self.line}"
+        """file:line, the file's base name only; a Jupyter cell as the reader sees it: "cell [12], line 3"
+        (its file name, a hash like 309528591.py, says nothing)."""
+        cell = cell_number(self.file)
+        return f"cell [{cell}], line {self.line}" if cell is not None else f"{os.path.basename(self.file)}:{self.line}"
 
 
 NOWHERE = Where("?", 0, "", "")
+_LIB_DIRS = tuple(sorted({os.path.realpath(p) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                          if (p := sysconfig.get_paths().get(k))}))
+_lib_cache: dict[str, bool] = {}
+
+
+def library_file(filename: str) -> bool:
+    """Code of Python, of an installed package, or of the course's toolkit (a lesson's package is the reader's,
+    as in user_frame): what a tool that runs a reader's step does not copy, and whose frames are not the reader's."""
+    lib = _lib_cache.get(filename)
+    if lib is None:
+        real = os.path.realpath(filename) if not filename.startswith("<") else filename
+        lib = filename.startswith("<frozen") or real.startswith(_LIB_DIRS) or os.path.dirname(real) in _TOOLKIT_DIRS
+        _lib_cache[filename] = lib
+    return lib
+
+
+def library_type(cls) -> bool:
+    """A class defined by Python, an installed package or the toolkit (or in C: no file)."""
+    module = sys.modules.get(getattr(cls, "__module__", "") or "")
+    file = getattr(module, "__file__", None)
+    return module is None or file is None or library_file(file)
+_OLD_CELL = re.compile(r"<ipython-input-(\d+)-")
+
+
+def cell_number(filename: str) -> int | None:
+    """The execution count of the IPython cell compiled under this file name (the latest run of that code), or
+    None outside IPython or for a real file. IPython keeps the map in its compiler (CachingCompiler.cache):
+    `format_code_name` is what its own tracebacks print ("Cell In[12], line 3") from."""
+    old = _OLD_CELL.match(filename)
+    if old:
+        return int(old.group(1))
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    compiler = getattr(shell, "compile", None)
+    named = getattr(compiler, "format_code_name", None)
+    try:
+        label = named(filename) if named is not None else None
+    except Exception:  # another IPython's compiler: no name for it
+        label = None
+    if label and str(label[1]).startswith("In[") and str(label[1])[3:-1].isdigit():
+        return int(str(label[1])[3:-1])
+    number = getattr(compiler, "_filename_map", {}).get(filename)
+    return number if isinstance(number, int) and number > 0 else None
 
 
 def _skipped(filename: str) -> bool:

@@ -34,13 +34,14 @@ import weakref
 import torch
 from torch.utils._pytree import tree_flatten
 
+from . import sandbox
 from .compiling import EagerWatch
 from .display import count
 from .grading import TimeLimit
 from .graph_optim import _watch_syncs_and_optimizers
 from .graph_report import (_HERE, BLIND_SPOTS, CLEAN, FAILS, FROZEN, KINDS, GraphReport,  # noqa: F401
                            Hazard, _user_line)
-from .syncs import _becomes_masked_fill, host_syncs
+from .syncs import _becomes_masked_fill, _record
 
 
 # aten ops whose output size depends on the data (syncs.py counts them as host syncs).
@@ -249,15 +250,17 @@ def _one_call(fn, args, kwargs) -> tuple[list[Hazard], list[tuple], str]:
 
     def run():
         try:
-            fn(*args, **kwargs)
+            sandbox.call(fn, *args, **kwargs)
         except TimeLimit:  # a checker's time limit: the caller turns it into a verdict line
             raise
-        except Exception as err:  # keep what was seen up to here (on meta, .item() raises)
-            error[0] = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}"
+        except (Exception, sandbox.Stopped) as err:  # keep what was seen up to here (the sandbox's budget too)
+            box = sandbox.active()
+            error[0] = box.stopped if box is not None and box.stopped else \
+                f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}"
 
     with _watch_syncs_and_optimizers(hazards, watch), _watch_python(watch), watch, \
             contextlib.redirect_stdout(io.StringIO()):
-        found = host_syncs(run)  # what the function prints is not shown: it is checked, not run for output
+        found = _record(run, (), {}, per_line=True)  # what it prints is not shown: it is checked, not run for output
     # an optimizer's own host reads (its step count, a tensor lr) are the optimizer hazard already named
     steps = {h.where for h in hazards if h.kind in ("optimizer", "optimizer lr")}
     for s in found:
@@ -277,24 +280,49 @@ def graph_check(fn, *example_inputs, also=(), **kwargs) -> GraphReport:
     each argument tuple in `also` (other calls the program will make): a different input shape is
     a shape change, a different op sequence at the same shapes is control flow a graph would freeze.
     Each hazard carries the user's line of code, what it does under capture and the fix.
+    It runs on copies of `fn`, its inputs and everything they reach (lessons_lib.reach), in the sandbox (no write
+    to disk, the random state kept, a budget of ops and seconds): nothing of yours changes. A call that cannot
+    run gets a report whose first line says so, with no verdict.
     """
+    from . import step_call
+    from .reach import Uncopyable, copy_step
+
     tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
     report = GraphReport(device=tensors[0].device.type if tensors else "cpu")
+    report.not_run = step_call.problem(fn, example_inputs, kwargs, "graph_check") or ""
+    try:  # one copy of the world for every call (a counter the calls share stays shared)
+        if not report.not_run:
+            others = [tuple(o) if isinstance(o, (tuple, list)) else (o,) for o in also]
+            fn, (inputs, *others), kwargs, copier = copy_step(fn, (example_inputs, *others), kwargs, "same",
+                                                              ("example_inputs",) + ("also",) * len(others))
+    except Uncopyable as err:
+        report.not_run = str(err)
+    if report.not_run:
+        return report
+    calls = [(fn, o, kwargs, copier) for o in (inputs, *others)]
+    with sandbox.sandbox(shared=copier.shared) as box:
+        try:
+            _check(report, calls, example_inputs, also)
+        except sandbox.Stopped:
+            report.error = box.stopped
+    return report
+
+
+def _check(report: GraphReport, calls: list, example_inputs, also) -> None:
+    fn, example_inputs_copy, kwargs, _copier = calls[0]
     for i, a in enumerate(example_inputs):
         if isinstance(a, (int, float)) and not isinstance(a, bool):
             report.hazards.append(Hazard("frozen Python value", f"argument {i} = {a!r}", "the call's arguments"))
-    hazards, ops, report.error = _one_call(fn, example_inputs, kwargs)
+    hazards, ops, report.error = _one_call(fn, example_inputs_copy, kwargs)
     report.hazards += hazards
     report.ops = len(ops)
-    for other in also:
-        other = tuple(other) if isinstance(other, (tuple, list)) else (other,)
+    for other_fn, other, other_kwargs, _c in calls[1:]:
         if _signature(other) != _signature(example_inputs):
             report.hazards.append(Hazard("shape change", f"{_signature(example_inputs)} then {_signature(other)}",
                                          "the call's arguments"))
             continue
-        _h, other_ops, _e = _one_call(fn, other, kwargs)
+        _h, other_ops, _e = _one_call(other_fn, other, other_kwargs)
         if other_ops != ops:
             first = next((i for i, (a, b) in enumerate(zip(ops, other_ops)) if a != b), min(len(ops), len(other_ops)))
             report.hazards.append(Hazard("control flow", f"{count(len(ops), 'op')}, then {count(len(other_ops), 'op')}",
                                          "the call's arguments", f"they differ from op {first}"))
-    return report

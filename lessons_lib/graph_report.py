@@ -6,7 +6,7 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass, field
 
-FAILS, FROZEN, CLEAN = "fails", "frozen", "no hazard seen"
+FAILS, FROZEN, CLEAN, NO_VERDICT = "fails", "frozen", "no hazard seen", "no verdict"
 # What each kind of hazard does under capture, and what to do instead.
 KINDS = {
     "host sync": (FAILS, "the host waits for the GPU: capture refuses it",
@@ -34,7 +34,8 @@ KINDS = {
                            "at launch, so the graph keeps the value seen at capture (harmless for a constant)",
                            "make it on the device (device=x.device) and copy_ new values into it"),
 }
-_HERE = ("graph_hazards.py", "graph_optim.py", "graph_report.py", "syncs.py")  # frames that are not the user's
+_HERE = ("graph_hazards.py", "graph_optim.py", "graph_report.py", "syncs.py", "sandbox.py", "sandbox_disk.py",
+         "step_call.py")  # frames that are not the user's (the sandbox's own included)
 # Printed with every verdict: what a dispatch-level run on this machine cannot see.
 BLIND_SPOTS = (
     "it runs the function on {device}, at PyTorch's dispatcher, not under CUDA: what capture refuses or "
@@ -82,6 +83,7 @@ class GraphReport:
     ops: int = 0  # aten ops dispatched (first call)
     error: str = ""  # what `fn` raised, if it did not run to the end (on meta, `.item()` raises)
     device: str = "cpu"  # where the function ran
+    not_run: str = ""  # why `fn` did not run at all (not a function, a call it cannot take), or ""
 
     @property
     def kinds(self) -> list[str]:
@@ -92,17 +94,21 @@ class GraphReport:
         """"fails" (capture raises or a replay cannot run), "frozen" (captures; replays keep values or a
         path seen at capture) or "no hazard seen" (which is not "safe": see `blind_spots`)."""
         effects = {h.effect for h in self.hazards}
+        if self.not_run:
+            return NO_VERDICT
         return FAILS if FAILS in effects else FROZEN if FROZEN in effects else CLEAN
 
     @property
     def safe(self) -> bool:
         """No hazard seen and the function ran to the end (the exercise's bar; not a proof)."""
-        return not self.hazards and not self.error
+        return not self.hazards and not self.error and not self.not_run
 
     def blind_spots(self) -> list[str]:
         return [b.format(device=self.device) for b in BLIND_SPOTS]
 
     def summary(self) -> str:
+        if self.not_run:
+            return f"✗ the function did not run, so there is no verdict: {self.not_run}"
         head = {CLEAN: "✓ no hazard seen (no host syncs, host copies, frozen values or shape changes in this run)",
                 FAILS: "✗ capture would fail (or a replay could not run)",
                 FROZEN: "⚠ capture would succeed, but replays keep values or a path seen at capture"}[self.verdict]
@@ -111,6 +117,8 @@ class GraphReport:
         return head + "\n  what graph_check cannot see:\n" + "\n".join(f"  - {b}" for b in self.blind_spots())
 
     def table(self) -> str:
+        if self.not_run:
+            return self.summary()
         head, _sep, blind = self.summary().partition("\n  what graph_check cannot see:")
         lines = [head]
         for h in self.hazards:

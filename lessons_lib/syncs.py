@@ -23,7 +23,6 @@ stages it through a pinned buffer first (CUDA runtime API, "API synchronization 
 from __future__ import annotations
 
 import contextlib
-import copy
 import traceback
 from dataclasses import dataclass, field
 
@@ -154,12 +153,15 @@ class SyncReport:
         return self.summary()
 
 
+_NOT_USERS = ("/syncs.py", "/sandbox.py", "/sandbox_disk.py")  # this module's frames and the sandbox's
+
+
 def _caller() -> str:
     """The innermost frame outside torch and this module: the user's line, as its source text
     (file names of notebook cells change from run to run; the code does not)."""
     for frame in reversed(traceback.extract_stack()):
         f = frame.filename.replace("\\", "/")
-        if "/torch/" not in f and not f.endswith("/syncs.py") and "<frozen" not in f:
+        if "/torch/" not in f and not f.endswith(_NOT_USERS) and "<frozen" not in f:
             return (frame.line or "").split("  #")[0].strip() or f"line {frame.lineno}"
     return "?"
 
@@ -322,7 +324,26 @@ def host_syncs(fn, *args, **kwargs) -> list[HostSync]:
     with the user's line (one entry per line in a row). On a CPU these cost nothing; on a GPU
     each one stalls the queue. `syncs` gives every occurrence, and the copies between devices.
     """
-    return _record(fn, args, kwargs, per_line=True)
+    return _on_copies("host_syncs", fn, args, kwargs, per_line=True)
+
+
+def _on_copies(tool: str, fn, args, kwargs, per_line: bool, cuda_view: bool = False, meta: bool = False) -> list:
+    """_record on copies of fn and everything it reaches (lessons_lib.reach), in the sandbox (sandbox.py: no write
+    to disk, the random state as it was, a budget of ops and seconds). A call that cannot run, something that
+    cannot be copied, or a step stopped by the budget: a ValueError with one sentence."""
+    from . import sandbox, step_call
+    from .reach import copy_step
+
+    problem = step_call.problem(fn, args, kwargs, tool)
+    if problem is not None:
+        raise ValueError(problem)
+    fn, args, kwargs, copier = copy_step(fn, args, kwargs, "meta" if meta else "same",
+                                         step_call.names(fn, len(args)), free_to_meta=False)
+    with sandbox.sandbox(meta=meta, home="cuda", shared=copier.shared) as box:
+        try:
+            return _record(lambda: sandbox.call(fn, *args, **kwargs), (), {}, per_line, cuda_view)
+        except sandbox.Stopped:
+            raise ValueError(f"{tool} {box.stopped}.") from None
 
 
 def syncs(fn, *args, **kwargs) -> SyncReport:
@@ -333,8 +354,11 @@ def syncs(fn, *args, **kwargs) -> SyncReport:
     lists what would stall a GPU. Copies between devices are what really ran: on a CPU-only
     machine there are none unless the code copies to `meta` (tests do). Blocking host<->GPU copies
     are host syncs too, as `torch.cuda.set_sync_debug_mode("warn")` reports them.
+    It runs on copies of `fn` and everything it reaches (lessons_lib.reach: nothing of yours changes), in the
+    sandbox (no write to disk, the random state kept, and a budget that stops a loop that never ends with a
+    ValueError naming its line).
     """
-    return SyncReport(_record(fn, args, kwargs, per_line=False))
+    return SyncReport(_on_copies("find_syncs", fn, args, kwargs, per_line=False))
 
 
 def cuda_syncs(fn, *args, **kwargs) -> SyncReport:
@@ -342,7 +366,10 @@ def cuda_syncs(fn, *args, **kwargs) -> SyncReport:
     on one, while tensors `fn` makes without `device=` (an index order, a mask before its `.to()`) stay on the
     host. Works with no GPU: arguments that are not on a GPU already are replaced by shape-only copies on
     `meta`, which stands in for the GPU (modules are deep-copied there; your own are never touched), and
-    host reads of meta values return a stand-in (0, False, zeros; a boolean mask selects everything).
+    host reads of meta values return a stand-in (0, False, zeros; a boolean mask selects everything). Like
+    `syncs`, it runs on copies of everything `fn` reaches, in the sandbox (sandbox.py); tensors `fn` reaches
+    through a closure or a global stay where they are (on the host: an index made outside), its modules and
+    optimizers go to meta with the arguments.
 
     What changes from `syncs` (which counts every host read, as if every tensor were on a GPU): a read of
     a host tensor waits for nothing (x[j] with a CPU index is host work, not a sync); an index tensor on
@@ -351,9 +378,8 @@ def cuda_syncs(fn, *args, **kwargs) -> SyncReport:
     stand-ins, so code whose control flow reads values may take another path than on the GPU.
     """
     on_gpu = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in _leaves((args, kwargs)))
-    if not on_gpu:
-        args, kwargs = _to_meta(args), _to_meta(kwargs)
-    return SyncReport(_record(fn, args, kwargs, per_line=False, cuda_view=True), view="cuda")
+    return SyncReport(_on_copies("cuda_syncs", fn, args, kwargs, per_line=False, cuda_view=True, meta=not on_gpu),
+                      view="cuda")
 
 
 def watch(fn, args=(), kwargs=None, cuda_view: bool = True, on_event=None) -> SyncReport:
@@ -373,19 +399,6 @@ def _leaves(obj):
     if isinstance(obj, dict):
         return [leaf for o in obj.values() for leaf in _leaves(o)]
     return [obj]
-
-
-def _to_meta(obj):
-    """Tensors and modules as shape-only copies on meta (the GPU's stand-in); anything else unchanged."""
-    if isinstance(obj, torch.Tensor):
-        return torch.empty_like(obj, device="meta").requires_grad_(obj.requires_grad)
-    if isinstance(obj, torch.nn.Module):
-        return copy.deepcopy(obj).to("meta")
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_meta(o) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _to_meta(v) for k, v in obj.items()}
-    return obj
 
 
 __all__ = ["HostSync", "Transfer", "SyncReport", "copy_blocks", "host_syncs", "syncs", "cuda_syncs", "watch",

@@ -25,6 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .. import syncs
+from ..sandbox import Stopped
 from ..code_lines import NOWHERE, Where, user_frame
 from ..memory_timeline import _graph_nodes
 from ..trace import OpTrace, _Recorder, _storage_key, meta_reads, sdpa_as_on_cuda
@@ -91,6 +92,7 @@ class Evidence:
     packed: tuple = (0, 0, -1)  # (tensors saved for backward during the call, their bytes, the first saver)
     returns_graph: bool = False  # the step's return value holds a tensor with a graph
     fused: dict = field(default_factory=dict)  # region -> the library kernel CUDA runs for it (fused.py)
+    exception: BaseException | None = None  # what the step raised (its traceback with it), or the sandbox's Stopped
 
     @property
     def steps(self) -> int:
@@ -260,7 +262,7 @@ def collect(step: Step, cuda_view: bool) -> Evidence:
     step.quiet = col.quiet
     watch = SavedWatch(col.made, at=lambda: len(col.trace.ops) - 1)
     on_meta = step.device == "meta"
-    error = ""
+    error, exception = "", None
 
     def call():
         result.append(step())
@@ -273,14 +275,16 @@ def collect(step: Step, cuda_view: bool) -> Evidence:
             if on_meta:  # warnings about stand-in values (a one_hot of zeros) say nothing about the step
                 warnings.simplefilter("ignore")
             report = syncs.watch(call, cuda_view=cuda_view, on_event=col.on_sync)
-    except Exception as err:  # keep what was seen up to here; the caller decides (meta: try the device given)
+    except (Exception, Stopped) as err:  # keep what was seen up to here; the caller decides what the error says
         error = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"
+        exception = err
         report = syncs.SyncReport([e[1] for e in col.sync_at], view=report.view)
     out = result[0] if result else None
     if not roots and out is not None:  # no backward ran: what the returned graph keeps
         ledgers.append(watch.snapshot(_tensors(out)))
     ev = Evidence(col.trace, col.info, report, col.sync_at, ledgers, optimizers, [], col.step,
                   step.device, error)
+    ev.exception = exception
     ev.kept = kept_alive(col, watch, out, roots)
     ev.packed = watch.packed()
     ev.returns_graph = any(t.grad_fn is not None for t in _tensors(out))

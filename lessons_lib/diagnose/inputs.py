@@ -1,28 +1,28 @@
-"""What diagnose runs, and on what: the step's call, its arguments moved to `meta` where it allows, the device.
+"""What diagnose runs, and on what: the step's call, and copies of everything it reaches; the device.
 
 A step is a callable and its arguments, or an nn.Module and an example batch (then the call is the forward and a
-backward of the sum of its outputs). The device is passed, never guessed from a closure:
+backward of the sum of its outputs). The step and everything it reaches are copied (lessons_lib.reach: its
+arguments, closure cells, the globals its code names, a partial's arguments, a bound method's `self`, and the
+modules, optimizers, schedulers, scalers, iterators and lists inside them): nothing of the caller's runs.
 
-- device="meta": the arguments become shape-only copies on meta, the GPU's stand-in (modules, optimizers and
-  the tensors in lists, tuples and dicts; a device argument "cuda" becomes meta). Nothing of the caller's is
-  touched, and nothing is allocated, so a model too big for this machine gets its report in seconds.
-- device=None: meta when the arguments hold tensors that can move there; if the step cannot run on meta (a
-  closure holding a CPU model, an op without a meta kernel), it runs once more on the arguments as given.
-- device="cpu" or "cuda": the step runs once on the arguments as given, for real (a training step trains).
+- device=None or "meta": the copies are shape-only tensors on meta, the GPU's stand-in; devices the step names
+  become meta (sandbox.py). Nothing is allocated, so a model too big for this machine gets its report in seconds.
+- device="cpu" or "cuda": the copies are real clones, where the originals live, and the step runs on them once,
+  for real (the copies train; yours do not).
 
-Anything else among the arguments (a DataLoader, a Dataset) passes as it is, so its batches come from the host,
-as on a GPU machine. Copies of optimizers keep their 0-dim CPU step counts on the CPU (as torch keeps them
-without capturable=True); a fused optimizer is copied as foreach (meta has no fused kernels).
+Data is read, not copied (a Dataset, the tensors of a loader object): its batches come from the host, as on a
+GPU machine. Copies of optimizers keep their 0-dim CPU step counts on the CPU (as torch keeps them without
+capturable=True); a fused optimizer is copied as foreach on meta (meta has no fused kernels).
 """
 from __future__ import annotations
 
 import contextlib
-import copy
-import inspect
-import types
 from dataclasses import dataclass, field
 
 import torch
+
+from .. import sandbox
+from ..reach import copy_step
 
 DEVICES = ("meta", "cpu", "cuda")
 
@@ -38,15 +38,22 @@ class Step:
     module: bool = False
     notes: list[str] = field(default_factory=list)
     quiet: object = contextlib.nullcontext  # () -> a context in which diagnose's own ops go unwatched
+    reached: list = field(default_factory=list)  # the copied tensors (the step's parameters among them)
+    shared: list = field(default_factory=list)  # the reader's data tensors read without a copy (guarded)
+    home: str = "cpu"  # where the originals lived: "cuda" if any tensor did, else "cpu"
+    compiled: list = field(default_factory=list)  # names of what was under torch.compile
 
     def __call__(self):
         if not self.module:
-            return self.fn(*self.args, **self.kwargs)
+            return sandbox.call(self.fn, *self.args, **self.kwargs)
+        return sandbox.call(self._forward_backward)
+
+    def _forward_backward(self):
         backward_of_sum(self.fn(*self.args, **self.kwargs), self.quiet)
         return None  # the graph was the forward's; nothing is handed back
 
     def tensors(self) -> list[torch.Tensor]:
-        return leaves((self.fn if self.module else None, self.args, self.kwargs))
+        return list(self.reached)
 
 
 def backward_of_sum(out, quiet=contextlib.nullcontext) -> None:
@@ -86,52 +93,16 @@ def _found(obj, acc=None) -> list:
     return acc
 
 
-@contextlib.contextmanager
-def _tensors_copy_to_meta():
-    """For the duration, deepcopy makes a tensor's copy a shape-only tensor on meta (no data is copied)."""
-    def tensor_copy(self, memo):
-        if id(self) not in memo:
-            memo[id(self)] = torch.empty_like(self, device="meta").requires_grad_(self.requires_grad)
-        return memo[id(self)]
-
-    def parameter_copy(self, memo):
-        if id(self) not in memo:
-            memo[id(self)] = torch.nn.Parameter(torch.empty_like(self, device="meta"), self.requires_grad)
-        return memo[id(self)]
-
-    saved = torch.Tensor.__deepcopy__, torch.nn.Parameter.__deepcopy__
-    torch.Tensor.__deepcopy__, torch.nn.Parameter.__deepcopy__ = tensor_copy, parameter_copy
-    try:
-        yield
-    finally:
-        torch.Tensor.__deepcopy__, torch.nn.Parameter.__deepcopy__ = saved
-
-
-def to_meta(tree, notes: list[str]):
-    """`tree` with its tensors, modules and optimizers as shape-only copies on meta, sharing what they shared
-    (an optimizer's parameters are its module's), and "cuda" device arguments as meta."""
-    found = _found(tree)
-    with _tensors_copy_to_meta():
-        copies = copy.deepcopy(found)
-    mapping = {id(o): c for o, c in zip(found, copies)}
-    for o, c in zip(found, copies):
-        if isinstance(o, torch.optim.Optimizer):
-            _optimizer_on_meta(o, c, notes)
-    return _rebuild(tree, mapping)
-
-
-def _rebuild(obj, mapping):
-    if id(obj) in mapping:
-        return mapping[id(obj)]
+def _rebuild(obj):
+    """Device arguments that name CUDA, as meta (the step's `if device.type == "cuda"` then takes the GPU's path)."""
     if isinstance(obj, (torch.device, str)) and _names_cuda(obj):
         return torch.device("meta")
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
-        return type(obj)(*(_rebuild(o, mapping) for o in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_rebuild(o, mapping) for o in obj)
-    if isinstance(obj, dict):
-        return type(obj)({k: _rebuild(v, mapping) for k, v in obj.items()}) if type(obj) is dict else \
-            {k: _rebuild(v, mapping) for k, v in obj.items()}
+        return type(obj)(*(_rebuild(o) for o in obj))
+    if type(obj) in (list, tuple):
+        return type(obj)(_rebuild(o) for o in obj)
+    if type(obj) is dict:
+        return {k: _rebuild(v) for k, v in obj.items()}
     return obj
 
 
@@ -160,40 +131,26 @@ def _optimizer_on_meta(orig, opt, notes: list[str]) -> None:
                              "there): a few ops per update where CUDA's fused kernel is one")
 
 
-def prepare(fn, inputs: tuple, kwargs: dict, device) -> tuple[Step, Step | None]:
-    """(the step to run first, the one to run if the first cannot run on meta, or None)."""
+def prepare(fn, inputs: tuple, kwargs: dict, device, names=()) -> Step:
+    """The step to run: copies of `fn`, its inputs and everything they reach, on meta (device None or "meta") or
+    where the originals live (device "cpu" or "cuda"). Raises reach.Uncopyable (a sentence) when something
+    cannot be copied; nothing has run then."""
     module = isinstance(fn, torch.nn.Module)
-    if not module and not callable(fn):
-        raise ValueError(f"diagnose needs a callable (a training or inference step) or an nn.Module, got "
-                         f"{type(fn).__name__}: pass the step itself, then its inputs.")
-    given = Step(fn, tuple(inputs), dict(kwargs), "", module)
-    tensors = given.tensors() + (leaves(fn.__self__) if _module_method(fn) else [])
-    if device is None:
-        if not tensors:
-            raise ValueError("diagnose found no tensor, module or optimizer among the step's arguments, so it cannot "
-                             "tell where the step runs (it never guesses from a closure): pass device='meta' (shapes "
-                             "only), 'cpu' or 'cuda'.")
-        kinds = {t.device.type for t in tensors}
-        here = "cuda" if "cuda" in kinds else "cpu" if "cpu" in kinds else "meta"
-        want = "meta"
-    else:
-        want = here = _device_type(device)
-    given.device = here
-    if want != "meta":
-        if want == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device='cuda' but this machine has no CUDA GPU: use device='meta' (shapes only: "
-                             "the step is analysed as CUDA would run it) or 'cpu'.")
-        return given, None
-    notes: list[str] = []
-    owner = fn.__self__ if _module_method(fn) else fn if module else None  # model.training_step: its module too
-    meta_owner, meta_args, meta_kwargs = to_meta((owner, given.args, given.kwargs), notes)
-    meta_fn = meta_owner if module else types.MethodType(fn.__func__, meta_owner) if owner is not None else fn
-    first = Step(meta_fn, tuple(meta_args), meta_kwargs, "meta", module, notes)
-    return first, (given if device is None and here != "meta" else None)
-
-
-def _module_method(fn) -> bool:
-    return inspect.ismethod(fn) and isinstance(fn.__self__, torch.nn.Module)
+    where = "meta" if device is None else _device_type(device)
+    if where == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but this machine has no CUDA GPU: use device='meta' (shapes only: "
+                         "the step is analysed as CUDA would run it) or 'cpu'.")
+    new_fn, args, kw, copier = copy_step(fn, tuple(inputs), dict(kwargs), "meta" if where == "meta" else "same",
+                                         names)
+    notes = list(copier.notes)
+    if where == "meta":
+        args, kw = _rebuild(args), _rebuild(kw)
+        for orig, opt in copier.pairs:
+            if isinstance(orig, torch.optim.Optimizer):
+                _optimizer_on_meta(orig, opt, notes)
+    home = "cuda" if "cuda" in copier.devices else "cpu"
+    return Step(new_fn, tuple(args), kw, where, module, notes, reached=copier.leaves, shared=copier.shared,
+                home=home, compiled=copier.compiled)
 
 
 def _device_type(device) -> str:

@@ -2,8 +2,10 @@
 
 A Finding says what the pitfall is, where (the reader's line), the evidence in numbers, its cost on the named
 GPU (a roofline model: labelled so, never a measurement), the lesson and section that explain it, and the fix.
-The Report prints as text, shows as an HTML table in Jupyter (display.html_table), and always says what was
-checked and what the tool cannot see.
+The Report prints as text, shows as an HTML table in Jupyter (display.html_table). Its first line says what ran
+for real (nothing, on meta copies; or copies of your objects, once) and the verdict; a step that did not run, or
+did not run to the end, gets no verdict, and that line says why. Then the findings, the step in numbers, notes,
+what was checked, and what the tool cannot see in one line (`report.cannot_see()` lists it whole).
 """
 from __future__ import annotations
 
@@ -45,6 +47,11 @@ KINDS = {
     "graph kept alive": ("07", "§4 The fixes (the loop: losses kept detached); 02 §2 What autograd saved",
                          "tensors with their autograd graph outlive the step that made them"),
 }
+
+
+# What a report cannot see, in one line (each limit in full: Report.cannot_see()).
+_BLIND_LINE = ("Python time around the ops, data loading, custom kernels and collectives; real values on meta; "
+               "real GPU timings (costs are a model); growth across calls; the caching allocator")
 
 
 def a_gpu(name: str) -> str:
@@ -101,11 +108,19 @@ class Report:
     error: str = ""  # what the step raised, if it did not run to the end
     graph_report: object = None  # graph_check's GraphReport, when capture hazards were asked for
     timing: object = None  # a timing.Timing, when asked for (timed=True) and the step ran on a real device
+    not_run: str = ""  # why the step did not run at all (nothing of it ran), or ""
+    stopped: str = ""  # why it did not run to the end (the sandbox's budget, a limit of meta), or ""
+    timed_calls: int = 0  # calls of the step the timing made (timed=True), each on copies
+
+    @property
+    def ran(self) -> bool:
+        """The step ran to the end: only then is there a verdict."""
+        return not self.not_run and not self.stopped and not self.error
 
     @property
     def clean(self) -> bool:
-        """No pitfall found and the step ran to the end (not a proof: see `blind_spots`)."""
-        return not self.findings and not self.error
+        """No pitfall found and the step ran to the end (not a proof: see `cannot_see()`)."""
+        return not self.findings and self.ran
 
     @property
     def kinds(self) -> list[str]:
@@ -118,29 +133,49 @@ class Report:
     def of(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]
 
+    def _how(self) -> str:
+        """What ran for real, in words."""
+        if self.ran_on == "meta":
+            return "ran once, on meta copies of your objects: nothing ran for real"
+        return f"ran once, for real, on copies of your objects on the {'CPU' if self.ran_on == 'cpu' else 'GPU'}"
+
     def head(self) -> str:
+        """The first line (what ran for real, and the verdict or why there is none), and the step in numbers."""
+        if self.not_run:
+            return f"✗ the step did not run, so there is no verdict: {self.not_run}"
         n = len(self.findings)
-        verdict = (f"✗ {count(n, 'pitfall')} found" if n else "✓ no pitfall found") + \
-            f" (ran once on {self.ran_on}; costs on {a_gpu(self.gpu)}: roofline model, datasheet peaks)"
-        lines = [verdict]
-        if self.error:
-            lines.append(f"  the step stopped early: {self.error}; pitfalls after that line are not seen")
-        lines += [f"  note: {n}" for n in self.notes]
-        s = self.step
-        if s:
-            lines.append(f"  the step: {s['summary']}")
+        if not self.ran:
+            lines = [f"✗ no verdict: the step did not run to the end ({self._how()})",
+                     f"  why: {self.stopped or 'it raised ' + self.error}"]
+            if n:
+                lines.append(f"  before that: {count(n, 'pitfall')} found")
+        else:
+            lines = [(f"✗ {count(n, 'pitfall')} found" if n else "✓ no pitfall found") +
+                     f" ({self._how()}; costs on {a_gpu(self.gpu)}: roofline model, datasheet peaks)"]
         return "\n".join(lines)
 
+    def cannot_see(self) -> str:
+        """Everything the tool cannot see, one line each."""
+        return "\n".join(["what diagnose cannot see:"] + [f"  - {b}" for b in self.blind_spots])
+
     def tail(self) -> str:
-        done = ", ".join(f"{what} {'✓' if n == 0 else f'✗{n}'}" if isinstance(n, int) else f"{what} ({n})"
-                         for what, n in self.checked.items())
-        return "\n".join([f"checked: {done}", "what diagnose cannot see:"] + [f"  - {b}" for b in self.blind_spots])
+        """The step in numbers, the notes, what was checked, and what the tool cannot see (one line)."""
+        lines = [f"the step: {self.step['summary']}"] if self.step and not self.not_run else []
+        lines += [f"note: {n}" for n in self.notes]
+        if self.timing is not None:
+            lines.append(f"measured (timed=True, on {self.ran_on}, on copies: {count(self.timed_calls, 'call')} of "
+                         f"the step ran): {self.timing}")
+        if self.checked:
+            done = ", ".join(f"{what} {'✓' if n == 0 else f'✗{n}'}" if isinstance(n, int) else f"{what} ({n})"
+                             for what, n in self.checked.items())
+            lines.append(f"checked: {done}")
+        if self.blind_spots:
+            lines.append(f"what diagnose cannot see: {_BLIND_LINE} ({count(len(self.blind_spots), 'limit')}: "
+                         "report.cannot_see() lists them)")
+        return "\n".join(lines)
 
     def table(self) -> str:
-        body = [str(f) for f in self.findings]
-        if self.timing is not None:
-            body.append(f"measured (timed=True, on {self.ran_on}): {self.timing}")
-        return "\n".join([self.head(), *body, self.tail()])
+        return "\n".join([self.head(), *(str(f) for f in self.findings), self.tail()]).rstrip()
 
     def __str__(self) -> str:
         return self.table()
@@ -163,9 +198,11 @@ class Report:
 
         table = html_table(self.rows(), caption=self.head().replace("\n", " · "))._repr_html_() \
             if self.findings else f"<p>{escape(self.head())}</p>"
-        tail = "".join(f"<li>{escape(b)}</li>" for b in self.blind_spots)
-        done = escape(self.tail().splitlines()[0])
-        return f"{table}<p>{done}</p><details><summary>what diagnose cannot see</summary><ul>{tail}</ul></details>"
+        rest = "".join(f"<p>{escape(line)}</p>" for line in self.tail().splitlines()
+                       if not line.startswith("what diagnose cannot see"))
+        blind = "".join(f"<li>{escape(b)}</li>" for b in self.blind_spots)
+        return table + rest + (f"<details><summary>what diagnose cannot see ({len(self.blind_spots)})</summary>"
+                               f"<ul>{blind}</ul></details>" if blind else "")
 
     def __bool__(self) -> bool:
         return self.clean

@@ -47,40 +47,50 @@ BLIND_SPOTS = (
 def diagnose(fn, *inputs, device=None, gpu: str = "T4", graphs: bool = False, timed: bool = False,
              **kwargs) -> Report:
     """A Report of the pitfalls in one call of `fn(*inputs, **kwargs)` (or, for an nn.Module, its forward on
-    `inputs` and a backward of the sum of its outputs).
+    `inputs` and a backward of the sum of its outputs), run on copies of everything the step reaches.
 
-    device: None (meta where the step allows it, else the inputs' device), "meta", "cpu" or "cuda"; never
-    guessed from a closure (with no tensor among the inputs, pass it). gpu: whose datasheet prices the evidence
-    (GPUS_NOTE). graphs: also run graph_check (a second run) for CUDA-graph capture hazards. timed: also time the
-    step with the course's harness on the device it ran on (never on meta). A step's own keyword arguments
-    named device, gpu, graphs or timed must be passed positionally.
+    device: None or "meta" (shape-only copies: nothing runs for real, nothing is allocated), "cpu" or "cuda"
+    (real copies where your objects live: the step runs once for real, on them). gpu: whose datasheet prices
+    the evidence (GPUS_NOTE). graphs: also run graph_check (a second run, on fresh copies) for CUDA-graph capture
+    hazards. timed: also time the step with the course's harness, on fresh copies (never on meta). A step's own
+    keyword arguments named device, gpu, graphs or timed must be passed positionally.
+    A step that cannot run gets a report that says why on its first line; an error the step raises itself
+    comes back to you as it would from your own call, with your traceback.
     """
+    from .. import sandbox, step_call
+    from ..reach import Uncopyable
     from .collect import collect
     from .costs import Gpu, dominant_dtype
-    from .inputs import prepare
+    from .inputs import _device_type, prepare
+    from .outcome import judge
 
     if not isinstance(gpu, str):
         raise ValueError(f"gpu={gpu!r}: name a GPU, one of {GPUS_NOTE}.")
     Gpu.of(gpu)  # refuse an unknown GPU before running anything
-    first, fallback = prepare(fn, inputs, kwargs, device)
-    notes = list(first.notes)
-    ev = collect(first, cuda_view=first.device != "cpu")
-    if ev.error and fallback is not None:
-        notes.append(f"the step could not run on meta ({ev.error}); it ran once on your {fallback.device} tensors, "
-                     "for real")
-        first = fallback
-        ev = collect(first, cuda_view=first.device == "cuda")
-    elif first.device == "meta":
-        notes.insert(0, "ran on meta copies of your arguments (shapes only, nothing allocated; yours untouched)")
-    else:
-        notes.insert(0, f"ran once on your {first.device} tensors, for real")
+    where = "meta" if device is None else _device_type(device)
+    problem = step_call.problem(fn, inputs, kwargs)
+    if problem is None:
+        try:
+            first = prepare(fn, inputs, kwargs, device, step_call.names(fn, len(inputs)))
+        except Uncopyable as err:
+            problem = str(err)
+    if problem is not None:
+        return Report(gpu=Gpu.of(gpu).name, ran_on=where, not_run=problem)
+    with sandbox.sandbox(meta=first.device == "meta", home=first.home, shared=first.shared) as box:
+        ev = collect(first, cuda_view=first.device != "cpu")
+    how, why = judge(ev, box, first)
+    if how == "not run":
+        return Report(gpu=Gpu.of(gpu).name, ran_on=where, not_run=why)
+    notes = list(first.notes) + box.notes()
     report = _findings(ev, Gpu.of(gpu, dominant_dtype(ev)), notes)
-    if graphs:
+    report.stopped = why
+    if graphs and how == "ran":
         from .detect_graphs import capture_hazards
 
-        fresh, _ = prepare(fn, inputs, kwargs, first.device)
+        fresh = prepare(fn, inputs, kwargs, device, step_call.names(fn, len(inputs)))
         converted = any("fused" in n for n in fresh.notes)  # graph_check saw foreach where the reader's is fused
-        found, report.graph_report = capture_hazards(fresh, ev, skip_optimizer=converted)
+        with sandbox.sandbox(meta=fresh.device == "meta", home=fresh.home, shared=fresh.shared):
+            found, report.graph_report = capture_hazards(fresh, ev, skip_optimizer=converted)
         if converted:
             report.notes.append("the fused optimizer ran as foreach on meta: its learning rate under capture is "
                                 "not judged here (graph_check it on the device it trains on)")
@@ -90,9 +100,11 @@ def diagnose(fn, *inputs, device=None, gpu: str = "T4", graphs: bool = False, ti
                                              else sum(f.kind in kinds for f in report.findings))
                       for what, lesson, kinds in CHECKED}
     if timed:
-        report.timing = _time(fn, first, inputs, kwargs)
-        if report.timing is None:
-            report.notes.append("timed=True: nothing to time on meta (shapes only); pass device='cpu' or 'cuda'")
+        from .outcome import time_on_copies
+
+        report.timing, report.timed_calls, note = time_on_copies(fn, inputs, kwargs, device)
+        if note:
+            report.notes.append(note)
     return report
 
 
@@ -143,20 +155,3 @@ def step_numbers(ev, gpu, ks, after) -> dict:
                         f"{count(per_step(n_syncs, ev.steps), 'host sync')} a step ({count(ev.steps, 'step')} seen: "
                         "backward calls); "
                         f"on {a_gpu(gpu.name)}: {regime}, ≈ {t(eager)} a step eager (model)")}
-
-
-def _time(fn, step, inputs, kwargs):
-    """The course's harness on the device the step ran on (a real one only), device passed explicitly."""
-    import torch
-
-    from .. import timing
-
-    if step.device == "meta":
-        return None
-    dev = torch.device(step.device)
-    if step.module:
-        return timing.measure(lambda: step(), label="step (forward and backward)", device=dev, max_time=5.0)
-    return timing.measure(lambda: fn(*inputs, **kwargs), label=getattr(fn, "__name__", "step"), device=dev,
-                          max_time=5.0)
-
-

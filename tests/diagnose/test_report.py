@@ -41,7 +41,8 @@ def test_each_finding_has_every_part(report):
 
 def test_the_text_says_what_where_why_what_it_costs_and_the_fix(report):
     text = str(report)
-    assert text.startswith("✗ 2 pitfalls found (ran once on meta; costs on a T4: roofline model")
+    assert text.startswith("✗ 2 pitfalls found (ran once, on meta copies of your objects: nothing ran for real; "
+                           "costs on a T4: roofline model")
     for piece in ("at cases_loops.py:", "mask = torch.ones(len(x), dtype=torch.bool).to(x.device)", "evidence:",
                   "cost:", "fix:", "lesson 06", "checked: ", "host syncs (06) ✗1", "what diagnose cannot see:",
                   "capture hazards (05) (not asked (graphs=True))"):
@@ -87,11 +88,20 @@ def test_capture_hazards_when_asked_come_from_graph_check():
     assert any(b.startswith("graph_check: ") for b in report.blind_spots)
 
 
-def test_timed_measures_only_on_a_real_device_and_says_so():
+def test_timed_measures_only_on_a_real_device_on_copies_and_says_how_many_calls_ran():
     model, x = nn.Linear(32, 32), torch.randn(4, 32)
     assert lessons_lib.diagnose(model, x, timed=True).timing is None  # on meta: nothing to time
-    report = lessons_lib.diagnose(model, x, device="cpu", timed=True)
-    assert report.timing is not None and report.timing.median > 0 and "measured (timed=True, on cpu)" in str(report)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def step(model, opt, x):
+        model(x).square().mean().backward()
+        opt.step()
+
+    report = lessons_lib.diagnose(step, model, opt, x, device="cpu", timed=True)
+    assert report.timing is not None and report.timing.median > 0 and report.timed_calls > 1
+    assert f"measured (timed=True, on cpu, on copies: {report.timed_calls} calls of the step ran)" in str(report)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()) and model.weight.grad is None
 
 
 def _cli(tmp_path, source: str, *args):

@@ -45,9 +45,9 @@ def test_optimizer_copies_keep_sharing_their_modules_parameters_and_host_step_co
     opt = torch.optim.Adam(model.parameters())
     model(torch.randn(2, 8)).sum().backward()
     opt.step()
-    step, fallback = prepare(_train, (model, opt, torch.randn(2, 8), torch.zeros(2, dtype=torch.long)), {}, None)
+    step = prepare(_train, (model, opt, torch.randn(2, 8), torch.zeros(2, dtype=torch.long)), {}, None)
     m, o = step.args[:2]
-    assert fallback is not None and step.device == "meta" and m is not model and o is not opt
+    assert step.device == "meta" and m is not model and o is not opt
     assert [id(p) for p in m.parameters()] == [id(p) for g in o.param_groups for p in g["params"]]
     assert all(p.device.type == "meta" for p in m.parameters())
     assert o.state[m.weight]["step"].device.type == "cpu"  # Adam keeps it on the host without capturable
@@ -77,30 +77,31 @@ def test_on_the_cpu_it_finds_what_it_finds_on_meta(case):
     assert [(f.kind, f.line) for f in on_cpu.findings] == [(f.kind, f.line) for f in on_meta.findings]
 
 
-def test_a_step_that_cannot_run_on_meta_runs_once_on_the_given_device():
-    model = nn.Linear(16, 4)  # held by the closure: meta copies of the inputs cannot reach it
+def test_a_step_that_holds_its_model_in_a_closure_runs_on_meta_copies_of_it():
+    model = nn.Linear(16, 4)  # held by the closure: copied with it (issue 32: it used to run for real on yours)
 
     def step(x):
         model(x).sum().backward()
         return model.weight.grad.abs().sum().item()
 
     report = lessons_lib.diagnose(step, torch.randn(8, 16))
-    assert report.ran_on == "cpu" and "could not run on meta" in report.notes[0]
-    assert report.kinds == ["host sync"] and model.weight.grad is not None  # it ran for real
+    assert report.ran_on == "meta" and "host sync" in report.kinds and model.weight.grad is None
+    assert str(report).startswith("✗ ") and "pitfall" in str(report).splitlines()[0]
+    assert "(ran once, on meta copies of your objects: nothing ran for real" in str(report).splitlines()[0]
 
 
 def test_the_device_is_passed_never_guessed_from_a_closure():
     x = torch.randn(4)
-    with pytest.raises(ValueError, match="pass device="):
-        lessons_lib.diagnose(lambda: (x * 2).sum())
+    on_meta = lessons_lib.diagnose(lambda: (x * 2).sum())  # the default is meta, for a closure too
+    assert on_meta.ran_on == "meta" and on_meta.clean and on_meta.step["ops"] == 2
     assert lessons_lib.diagnose(lambda: (x * 2).sum(), device="cpu").ran_on == "cpu"
     for bad, words in (("gpu0", "device="), ("cuda" if not torch.cuda.is_available() else "npu", "device=")):
         with pytest.raises(ValueError, match=words):
             lessons_lib.diagnose(lambda t: t, x, device=bad)
     with pytest.raises(ValueError, match="gpu="):
         lessons_lib.diagnose(lambda t: t, x, gpu="GTX 480")
-    with pytest.raises(ValueError, match="callable"):
-        lessons_lib.diagnose(42, x)
+    not_a_step = lessons_lib.diagnose(42, x)
+    assert not not_a_step.ran and "needs the step itself" in str(not_a_step).splitlines()[0]
 
 
 def test_a_module_and_a_batch_are_a_forward_and_a_backward_of_a_scalar():
