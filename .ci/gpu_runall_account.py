@@ -153,12 +153,15 @@ def account(nb_path: Path, gpu: str, work: Path, timeout: float) -> dict:
     spans = cell_spans(nb)
     cells = [{"cell": i, "first_line": first[:100], "sim_seconds": round(end - start, 2), "cpu": None, "calls": []}
              for i, start, end, first in spans]
+    timed = sorted(r["t"] for r in records if r["fn"] == "measure")
     for r in records:  # each record to the last cell started before it
         k = max((k for k, span in enumerate(spans) if span[1] <= r["t"]), default=None)
+        if r["fn"] == "_paired" and not any(r["start"] <= t <= r["t"] for t in timed):
+            continue  # a comparison of simulated draws (lesson 00's peeking experiment): nothing timed
         if k is not None and r["fn"] == "cell_cpu":
             cells[k]["cpu"] = round(r["seconds"], 2)
         elif k is not None:
-            cells[k]["calls"].append(r)
+            cells[k]["calls"].append({key: round(v, 6) if isinstance(v, float) else v for key, v in r.items()})
     return {"seconds": round(seconds, 1), "errors": errors + ([f"stopped: {stopped}"] if stopped else []),
             "cells": cells}
 
@@ -175,6 +178,9 @@ def main(argv=None) -> int:
         ROOT.glob("notebooks/solutions/[0-9]*.ipynb"))
     data = json.loads(a.out.read_text()) if a.out.exists() else {}
     data.setdefault("notebooks", {})
+    import subprocess
+    data["rev"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                 text=True).stdout.strip()  # the committed CPU run .ci/gpu_runall.py reads too
     data["how"] = (f"python .ci/gpu_runall_account.py --gpu {a.gpu}: each notebook under the simulated GPU "
                    "(tests/simgpu), timing.measure stubbed: per cell, the timed calls its CUDA path makes; and on "
                    "this CPU, stubbed the same way: per cell, its seconds (cpu_seconds)")
@@ -190,7 +196,7 @@ def main(argv=None) -> int:
             print(f"{rel}: {found['seconds']} s under the simulated GPU, {on_cpu['seconds']} s on the CPU, "
                   f"{sum(len(c['calls']) for c in found['cells'])} records"
                   + (f"; ERRORS: {found['errors']}" if found["errors"] else ""), flush=True)
-            a.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")  # after each: a stop keeps the rest
+            a.out.write_text(json.dumps(data, sort_keys=True) + "\n")  # after each notebook: a stop keeps the rest
     return 0
 
 

@@ -102,12 +102,12 @@ def notebooks_needed() -> tuple[float | None, str]:
                   f"{NOTEBOOK_MARGIN} = {need:.0f} s needed")
 
 
-def plan_fits(budgets: dict | None = None) -> tuple[bool, str]:
+def plan_fits(budgets: dict | None = None, with_model: bool = True) -> tuple[bool, str]:
     """(whether the stages' budgets end the run within the lead's call, and the notebooks stage holds what the
-    breakdown models; a line saying so)."""
+    breakdown models; a line saying so). with_model=False leaves the model out (a GPU run: it imports torch)."""
     budgets = budgets or BUDGETS
     planned = sum(p for p, _ in budgets.values())
-    need, why = notebooks_needed()
+    need, why = notebooks_needed() if with_model else (None, "notebooks: see the dry run for the model")
     ok = planned + STOP_SLACK <= CALL_SECONDS <= 600 and (need is None or need <= budgets["notebooks"][0])
     return ok, (f"GPU plan: `{CALL}`, one device call with timeout_s={CALL_SECONDS} (issue 34: at most 9 minutes of "
                 f"calls, at most two): stages {planned:.0f} s planned + {STOP_SLACK} s of stops and packing = "
@@ -354,7 +354,7 @@ def main(argv=None) -> int:
     head = (f"gpu-validate{' DRY RUN (CPU, stand-ins: proves budgets and files, not the course)' if ctx.dry else ''}"
             f" · started {time.strftime('%Y-%m-%d %H:%M:%S')} · {ctx.cores} CPU cores · stages {', '.join(plan)}\n"
             f"budgets in seconds: planned; given = planned, less what earlier stages overran, plus (where the "
-            f"stage takes them) the seconds they left unused\n{plan_fits()[1]}")
+            f"stage takes them) the seconds they left unused\n{plan_fits(with_model=ctx.dry)[1]}")
     t0, rows = time.monotonic(), []
     for i, stage in enumerate(STAGES):
         if stage not in plan:

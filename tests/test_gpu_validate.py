@@ -44,6 +44,9 @@ def test_the_budgets_end_the_run_within_the_leads_one_call_of_at_most_nine_minut
     assert gv.STOP_SLACK >= 15 + worst_stop  # the notebooks stage kills a notebook 15 s past its cap, then stops it
     assert sum(p for p, _ in gv.BUDGETS.values()) + gv.STOP_SLACK <= gv.CALL_SECONDS <= 9 * 60
     assert not gv.plan_fits({**gv.BUDGETS, "notebooks": (gv.CALL_SECONDS, True)})[0]  # a plan that cannot fit says so
+    need, why = gv.notebooks_needed()  # the notebooks stage against the breakdown (.ci/gpu_runall.py model)
+    assert need is not None and need <= gv.BUDGETS["notebooks"][0], why
+    assert not gv.plan_fits({**gv.BUDGETS, "notebooks": (need - 1, True)})[0]
     header = (ROOT / ".ci" / "gpu-validate").read_text()
     calls = re.findall(r'run\(command="(bash \.ci/gpu-validate[^"]*)", carry=\["\.whl"\], timeout_s=(\d+)\)', header)
     planned = [(cmd, int(t)) for cmd, t in calls if "--resume" not in cmd]
