@@ -110,7 +110,6 @@ class Explorer(Deciding, Replaying, ExplorerUI):
         self.phases = Phases(heard)
         return self.phases
 
-
     def _peaks_first(self, dev, dt) -> None:
         """This machine's peaks for the dtype, measured once (seconds for a dtype with a slow path)."""
         self.phases.start("this machine's peaks", f"matmul, copy and per-op cost in {str(dt).replace('torch.', '')}, "
