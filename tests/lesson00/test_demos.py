@@ -62,7 +62,7 @@ def test_demo_verdicts_go_through_the_noise_rule():
     first = demos.Demo("k", "m", {}, t(258e-3, 0.0), t(4.71e-3, 1.77e-3))  # cell 28: 258 ms against 4.71 ms
     assert first.verdict().startswith("the wrong way reports 54.8× the honest median (spread 38%")
     one_run = demos.Demo("k", "m", {}, t(12e-3, 0.0), t(4.63e-3, 3.57e-3))  # cell 33: 2.6× with a 77% spread
-    assert "not decided on this run: the two spreads put it at 0.597–4.59×" in one_run.verdict()  # 2.6× ± 77%
+    assert "not decided on this run: the two spreads put it at 0.593–4.59×" in one_run.verdict()  # 2.6× ± 77%
     # cell 37 on the H200's 16 busy cores: one thread 4.93 ms, every thread 32 ms. Not "too low": one thread won
     busy = demos.Demo("one_thread", "m", {}, t(4.93e-3, 0.0), t(32e-3, 0.44 * 32e-3))
     assert busy.verdict().startswith("one thread ran 6.49× faster than every thread") and "too low" not in busy.verdict()
