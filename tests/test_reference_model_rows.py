@@ -78,3 +78,18 @@ def test_the_h200_graph_rows_are_the_launch_models_replay_of_38_and_78_kernels()
     for r in rows.values():  # a floor per kernel, not one launch: under the replay measured, above one launch
         assert r["launches"] == 1 and r["kernels"] * launch_queue.KERNEL_MIN < r["floor"] < r["median"]
         assert math.isclose(r["floor"] / r["kernels"], rows["headline"]["floor"] / 38, rel_tol=0.05)
+
+
+def test_record_writes_a_replayed_graphs_floor_as_the_launch_model_computes_it():
+    p = {"width": 512, "batch": 64, "layers": 4}
+    section = {"params": p, "dtype": "float32",
+               "peaks": {"flops": 5e13, "bandwidth": 4e12, "launch": 7e-6, "source": "test"},
+               "variants": {"eager": {"median": 6e-4, "floor": 2.7e-4, "launches": 38},
+                            "CUDA graph": {"median": 8e-5, "floor": 7e-6, "launches": 1}}}
+    explore05.model_rows(section)
+    row = section["variants"]["CUDA graph"]
+    per_kernel = launch_queue.KERNEL_MIN + launch_queue.GRAPH_GAP
+    assert row["kernels"] == 38 and row["regime"] == "overhead"
+    # one replay's launch, then 38 kernels back to back, in steady state over 8 steps (launch_queue.per_step)
+    assert row["floor"] == pytest.approx((launch_queue.GRAPH_LAUNCH + 8 * 38 * per_kernel) / 8)
+    assert section["variants"]["eager"] == {"median": 6e-4, "floor": 2.7e-4, "launches": 38}  # measured rows as found
