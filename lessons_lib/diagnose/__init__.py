@@ -18,15 +18,20 @@ Which file holds what:
     inputs.py           the call: a callable and its inputs, or a module and a batch (forward, backward of a
                         scalar); the copies it runs on (lessons_lib.reach), on meta or for real; the device, never
                         guessed (whether the call fits the step at all: lessons_lib.step_call)
-    collect.py          the one run, watched; what stays alive after it
+    collect.py          the one run, watched: each op's evidence; what a step is (one optimizer step)
+    fused.py            what CUDA runs fused, as foreach or compiled (cuDNN RNNs, LSTM cells, clipping, torch.compile)
+    amp.py              autocast on meta, modelled as CUDA applies it (its op lists)
+    host_data.py        tensors made from Python data on the device; host reads that are no GPU sync
+    kept.py             graphs kept alive: after the call, and in a list at a later step of the call
     outcome.py          how the run ended: ran, stopped (the sandbox's budget, a limit of meta) or not run, each in
                         one sentence; the step's own error raised again with its traceback; timed=True on copies
     saved.py            what each graph keeps for backward, read as its backward starts (the ledger's rows)
     costs.py            the GPU model: datasheet peaks, launch_queue's schedule, the kernels CUDA would launch
-    detect_copies.py    01 broadcast matmul; 02 expanded copies and attention probabilities kept for backward
-    detect_gemms.py     03 small GEMMs of one shape in a Python loop
+    detect_copies.py    01 broadcast matmul, a contraction by broadcast; 02 expanded copies and attention
+                        probabilities kept for backward
+    detect_gemms.py     03 small GEMMs of one shape in a Python loop (routed experts: a grouped GEMM)
     detect_launches.py  04 elementwise chains, a launch-bound step (05: would a CUDA graph help), a for-loop
-                        optimizer; 06 a batch gathered row by row
+                        optimizer; 06 a batch gathered row by row, a loss per time step
     detect_syncs.py     06 host syncs, pageable transfers, cat in a loop, allocation churn
     detect_graphs.py    05 capture hazards (graphs=True), 06 §5 a graph built for nothing, 07 a graph kept alive
     run.py              diagnose(): the run, each detector, the step in numbers, what it cannot see

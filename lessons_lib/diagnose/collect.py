@@ -14,9 +14,9 @@ ancestors in the current step (`anc`: its step and level). A GEMM's level is one
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
-import gc
 import io
 import warnings
 from dataclasses import dataclass, field
@@ -27,9 +27,11 @@ from torch.utils._pytree import tree_flatten
 from .. import syncs
 from ..sandbox import Stopped
 from ..code_lines import NOWHERE, Where, user_frame
-from ..memory_timeline import _graph_nodes
+from ..sync_table import _bool_index
 from ..trace import OpTrace, _Recorder, _storage_key, meta_reads, sdpa_as_on_cuda
-from .fused import FusedOnCuda
+from . import amp, host_data
+from .fused import FusedOnCuda, compiled_codes
+from .kept import Kept, across_steps, kept_alive
 from .inputs import Step
 from .saved import SavedWatch, StepLedger
 
@@ -52,6 +54,10 @@ class OpInfo:
     weight: tuple = ()  # a GEMM: its second matrix's memory (storage, offset, strides): which weight it used
     region: tuple | None = None  # (region, "forward" or "backward") of a call CUDA fuses (fused.py); phase "fused"
     updates: tuple = ()  # the parameters' storages it writes in place (a hand-written optimizer's update)
+    writes: tuple = ()  # the storages it writes: those it makes and those it changes in place
+    routed: bool = False  # a GEMM on rows the data picked (nonzero, a mask, an index made from them): routed tokens
+    lib: str = ""  # "distributions" or "data loading": dispatched from inside that library's own code
+    plain_update: bool = False  # it updates a parameter by its own gradient, scaled (p -= lr * grad: plain SGD)
 
 
 @dataclass
@@ -63,18 +69,9 @@ class OptimizerStep:
     first: int  # its ops: trace.ops[first:last]
     last: int
     where: Where
-
-
-@dataclass
-class Kept:
-    """Tensors with a graph made during the call, still alive after it, grouped by the line that made them."""
-
-    where: Where
-    tensors: int
-    nodes: int  # graph nodes they keep alive
-    saved_bytes: int  # bytes their graphs still hold for backward
-    steps: int  # backward roots (steps) their graphs span
-    returned: bool  # held by the step's return value (a running total), not by a list or an attribute
+    owner: int = 0  # id of the optimizer: a step of the call is one step of each optimizer
+    has_foreach: bool = True  # it takes a foreach option (LBFGS does not: there is no foreach form to ask for)
+    differentiable: bool = False  # differentiable=True: a for loop on CUDA too (_default_to_fused_or_foreach)
 
 
 @dataclass
@@ -94,10 +91,18 @@ class Evidence:
     fused: dict = field(default_factory=dict)  # region -> the library kernel CUDA runs for it (fused.py)
     exception: BaseException | None = None  # what the step raised (its traceback with it), or the sandbox's Stopped
 
+    forwards: int = 0  # calls of a module from outside any module (an inference step's forward passes)
+    update_rounds: int = 0  # parameter updates written by hand: the most any one parameter got
+    fused_modes: dict = field(default_factory=dict)  # region -> how costs.kernels counts it (fused.ONE, APART)
+
     @property
     def steps(self) -> int:
-        """Steps in the call: its backward calls (one when there is none)."""
-        return max(1, self.backward_calls)
+        """Steps in the call. A step is one optimizer step (the most any optimizer took: a GAN's D and G step once
+        each, gradient accumulation's backward calls are one step), else one round of updates written by hand,
+        else one backward call, else one forward pass of the model (generation: a token), else the call."""
+        by_owner = collections.Counter(o.owner for o in self.optimizers)
+        return max(by_owner.values(), default=0) or self.update_rounds or self.backward_calls or \
+            max(1, self.forwards)
 
 
 class Collector(_Recorder):
@@ -112,6 +117,13 @@ class Collector(_Recorder):
         self.backward_where = NOWHERE  # the line that called backward: CUDA's backward runs in another thread
         self.region, self.fused = None, None  # inside a call CUDA fuses (fused.FusedOnCuda), and that mode
         self.params: set = set()  # storage keys of the step's parameters (leaves that require grad)
+        self.param_tensors: dict = {}  # storage key -> the parameter (its .grad: what a plain update adds)
+        self.picks, self.rows = set(), set()  # storages of indices the data chose (nonzero), and of rows they picked
+        self.cpu_run, self.optimizer = False, None  # a CPU run; the optimizer stepping now
+        self.forwards, self.depth = 0, 0  # modules called from outside any module, and the nesting now
+        self.round_ends: list = []  # the op index at the end of each optimizer step
+        self.kept_across: dict = {}  # (file, line) -> Kept: graphs alive in a list at a later step (kept.py)
+        self.kept_seen: dict = {}  # id -> weakref of the tensors kept.across_steps has counted
 
     @contextlib.contextmanager
     def quiet(self):
@@ -127,11 +139,21 @@ class Collector(_Recorder):
         return self.backward_where if w is NOWHERE and self.phase == "backward" else w
 
     def on_sync(self, event) -> None:
+        lib = host_data.library()
+        if self.cpu_run and lib == "data loading":  # a DataLoader's own reads: of host tensors on a GPU too
+            return
+        if lib == "distributions" and isinstance(event, syncs.HostSync):
+            event = dataclasses.replace(event, why=f"{event.why}; a distribution's argument check (validate_args)")
+        event = host_data.what_was_read(self.made, self.trace.ops, event)
         self.sync_at.append((len(self.trace.ops), event, self.where(), self.step, self.phase))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.paused or func is torch.ops.aten.is_pinned.default:  # the sync detector asking, not the step
             return func(*args, **(kwargs or {}))
+        if self.cpu_run and self.optimizer is not None and func is torch.ops.aten._local_scalar_dense.default \
+                and _storage_key(args[0]) in _host_state(self.optimizer):  # a step count: on the host on a GPU too
+            at = len(self.trace.ops)
+            self.sync_at = [e for e in self.sync_at if e[0] != at or not isinstance(e[1], syncs.HostSync)]
         out = super().__torch_dispatch__(func, types, args, kwargs)
         idx = len(self.trace.ops) - 1
         op = self.trace.ops[idx]
@@ -154,9 +176,36 @@ class Collector(_Recorder):
             m2 = args[2] if op.name in ("addmm", "baddbmm", "addbmm") else args[1]
             weight = (_storage_key(m2), m2.storage_offset(), tuple(m2.stride()))
         updates = () if op.is_view else tuple(k for k in out_keys if k in self.params and k in in_keys)
-        self.info.append(OpInfo("fused" if region else self.phase, self.step, torch.Tag.pointwise in tags,
-                                _is_reduction(func, tags), in_keys, new, level, weight, region, updates))
+        pointwise = torch.Tag.pointwise in tags
+        self.info.append(OpInfo(
+            "fused" if region else self.phase, self.step, pointwise, _is_reduction(func, tags), in_keys, new, level,
+            weight, region, updates, () if op.is_view else out_keys,
+            self._routed(op, args, in_keys, new, pointwise), host_data.library() if self.phase == "forward" else "",
+            len(updates) == 1 and self._plain(updates[0], in_keys)))
         return out
+
+    def _routed(self, op, args, in_keys, new, pointwise) -> bool:
+        """Rows the data picked (routed tokens): a nonzero's indices pick rows; GEMMs and pointwise ops on them
+        keep them picked. True for a GEMM on picked rows."""
+        if self.phase != "forward" or op.is_view:
+            return False
+        if op.name in ("nonzero", "argwhere"):
+            self.picks.update(new)
+        elif op.name in ("index", "index_select", "gather", "take", "embedding", "masked_select") and (
+                _bool_index(op.name, args) or op.name == "masked_select" or any(k in self.picks for k in in_keys[1:])):
+            self.rows.update(new)
+        elif (op.gemm or pointwise) and any(k in self.rows for k in in_keys):
+            self.rows.update(new)
+            return bool(op.gemm)
+        return False
+
+    def _plain(self, param, in_keys) -> bool:
+        """The update reads the parameter and its own gradient, or the gradient scaled by a number: plain SGD."""
+        p = self.param_tensors.get(param)
+        grad = _storage_key(p.grad) if p is not None and p.grad is not None else None
+        others = [k for k in in_keys if k != param]
+        return grad is not None and bool(others) and all(
+            k == grad or (k in self.made and self.info[self.made[k]].ins == (grad,)) for k in others)
 
     def _region(self) -> tuple | None:
         if self.region is not None:
@@ -188,6 +237,13 @@ class Collector(_Recorder):
         return level
 
 
+def _host_state(opt) -> set:
+    """Storages of an optimizer's 0-dim CPU tensors (step counts, a tensor lr): on the host on a GPU machine too,
+    without capturable=True."""
+    return {_storage_key(t) for s in [*opt.state.values(), *opt.param_groups] for t in s.values()
+            if isinstance(t, torch.Tensor) and t.dim() == 0 and t.device.type == "cpu"}
+
+
 def _weak(t):
     import weakref
 
@@ -210,6 +266,8 @@ def _hooks(col: Collector, watch: SavedWatch, ledgers: list, roots: list, optimi
             col.paused = False
         roots.extend(t.grad_fn for t in ts if t.grad_fn is not None)
         col.backward_where = user_frame(3)
+        if col.round_ends:  # a later step begins: what earlier steps left alive in a list
+            across_steps(col, watch, col.round_ends[-1])
         col.phase = "backward"
 
     def after():
@@ -233,18 +291,33 @@ def _hooks(col: Collector, watch: SavedWatch, ledgers: list, roots: list, optimi
 
     watched_backward, watched_grad = watched(backward), watched(grad)
 
-    def pre(opt, _a, _k):
+    def pre(opt, args, kwargs):
         params = sum(p.grad is not None for g in opt.param_groups for p in g["params"])
         group = opt.param_groups[0] if opt.param_groups else {}
         optimizers.append(OptimizerStep(type(opt).__name__, group.get("foreach"), group.get("fused"), params,
-                                        len(col.trace.ops), -1, user_frame(2)))
-        col.phase = "optimizer"
+                                        len(col.trace.ops), -1, user_frame(2), id(opt), "foreach" in opt.defaults,
+                                        bool(group.get("differentiable"))))
+        # a step that calls a closure (LBFGS) runs the step's forward and backward inside: those keep their phase
+        closure = args[0] if args else kwargs.get("closure")
+        col.phase, col.optimizer = ("optimizer" if closure is None else col.phase), opt
 
     def post(_opt, _a, _k):
         optimizers[-1].last = len(col.trace.ops)
-        col.phase = "forward"
+        col.round_ends.append(len(col.trace.ops))
+        col.phase, col.optimizer = "forward", None
 
-    handles = [optim.register_optimizer_step_pre_hook(pre), optim.register_optimizer_step_post_hook(post)]
+    def called(_module, _args):
+        col.depth += 1
+        col.forwards += col.depth == 1 and col.phase == "forward" and not col.paused
+
+    def returned(_module, _args, _out):
+        col.depth -= 1
+
+    from torch.nn.modules import module as nn_module
+
+    handles = [optim.register_optimizer_step_pre_hook(pre), optim.register_optimizer_step_post_hook(post),
+               nn_module.register_module_forward_pre_hook(called),
+               nn_module.register_module_forward_hook(returned, always_call=True)]
     torch.autograd.backward, torch.autograd.grad = watched_backward, watched_grad
     try:
         yield
@@ -257,8 +330,10 @@ def _hooks(col: Collector, watch: SavedWatch, ledgers: list, roots: list, optimi
 def collect(step: Step, cuda_view: bool) -> Evidence:
     """Run `step` once, watched (see the module's docstring). Keeps what was seen if the step raises."""
     col, ledgers, roots, optimizers, result = Collector(), [], [], [], []
-    col.fused = FusedOnCuda(col)
-    col.params = {_storage_key(t) for t in step.tensors() if t.is_leaf and t.requires_grad}
+    col.fused = FusedOnCuda(col, compiled_codes(getattr(step, "compiled", ())))
+    col.param_tensors = {_storage_key(t): t for t in step.tensors() if t.is_leaf and t.requires_grad}
+    col.params = set(col.param_tensors)
+    col.cpu_run = step.device == "cpu"
     step.quiet = col.quiet
     watch = SavedWatch(col.made, at=lambda: len(col.trace.ops) - 1)
     on_meta = step.device == "meta"
@@ -271,7 +346,8 @@ def collect(step: Step, cuda_view: bool) -> Evidence:
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), watch.hooks(), _hooks(col, watch, ledgers, roots, optimizers), \
                 (sdpa_as_on_cuda() if on_meta else contextlib.nullcontext()), \
-                (meta_reads() if on_meta else contextlib.nullcontext()), col.fused, col:
+                (meta_reads() if on_meta else contextlib.nullcontext()), amp.modelled(on_meta, step.notes), \
+                host_data.watch(col, cuda_view), host_data.checks_pass(on_meta), col.fused, col:
             if on_meta:  # warnings about stand-in values (a one_hot of zeros) say nothing about the step
                 warnings.simplefilter("ignore")
             report = syncs.watch(call, cuda_view=cuda_view, on_event=col.on_sync)
@@ -288,56 +364,16 @@ def collect(step: Step, cuda_view: bool) -> Evidence:
     ev.kept = kept_alive(col, watch, out, roots)
     ev.packed = watch.packed()
     ev.returns_graph = any(t.grad_fn is not None for t in _tensors(out))
-    ev.fused = dict(col.fused.names)
-    col.fused.nodes.clear()  # it held the fused calls' graph nodes: let them go
+    ev.fused, ev.fused_modes = dict(col.fused.names), dict(col.fused.modes)
+    col.fused.close()  # it held the regions' graph nodes and a frame: let them go
+    ev.forwards = col.forwards
+    ev.update_rounds = max(collections.Counter(i.updates[0] for i in col.info if len(i.updates) == 1).values(),
+                           default=0)
     return ev
 
 
 def _tensors(out) -> list[torch.Tensor]:
     return [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-
-
-def kept_alive(col: Collector, watch: SavedWatch, out, roots: list) -> list[Kept]:
-    """Tensors with a graph, made during the call, alive after it: those the return value holds only count when
-    their graphs span two steps or more together (a running total; a list or a stack of each step's loss); the
-    others (a list, an attribute, a global) always."""
-    gc.collect()
-    returned = set(_graph_nodes(_tensors(out)))
-    step_roots = set(roots)
-    alive: dict[object, tuple] = {}
-    for ref, idx in col.refs:
-        t = ref()
-        if t is not None and t.grad_fn is not None and t.grad_fn not in alive:
-            alive[t.grad_fn] = (t, idx)
-    # roots: alive tensors whose node no other alive tensor's graph reaches (a running total reaches its parts)
-    reach = {n: set(_graph_nodes([t])) for n, (t, _i) in alive.items()}
-    tops = [n for n in alive if not any(n in reach[m] for m in alive if m is not n)]
-    # what the return value holds, together: graphs whose backward ran, from two steps or more (a list or a stack
-    # of every step's loss, each of its own step) are kept as a running total is; one step's loss returned is not
-    returned_steps = set().union(*(reach[n] & step_roots for n in tops if n in returned))
-    groups: dict[tuple, Kept] = {}
-    for n in tops:
-        t, idx = alive[n]
-        in_return = n in returned
-        spans = len(reach[n] & step_roots)
-        if in_return and (spans < 2 and (spans < 1 or len(returned_steps) < 2)):
-            continue
-        col.paused = True
-        try:
-            saved = watch.snapshot([t]).ledger.total_bytes
-        finally:
-            col.paused = False
-        where = col.trace.ops[idx].where
-        key = (where.file, where.line)
-        k = groups.get(key)
-        if k is None:
-            groups[key] = Kept(where, 1, len(reach[n]), saved, spans, in_return)
-        else:
-            k.tensors += 1
-            k.nodes += len(reach[n])
-            k.saved_bytes += saved
-            k.steps = max(k.steps, spans)
-    return list(groups.values())
 
 
 _REDUCTION_TAG = getattr(torch.Tag, "reduction", None)

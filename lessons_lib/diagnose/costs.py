@@ -1,16 +1,18 @@
 """What the evidence costs on a named GPU: the course's roofline and launch model, never a measurement.
 
-Every figure here is a MODEL, and says so: the GPU's datasheet peaks (roofline.datasheet; float32 without TF32,
-PyTorch's default), each kernel at its roofline time but never under launch_queue.KERNEL_MIN, and 5 µs of host
-time per eager op (roofline.ASSUMED_LAUNCH: launch_queue.KERNEL_LAUNCH plus the rest as dispatch). A step's
-kernels are issued one by one into one stream (launch_queue.schedule), with the host waiting where the sync
-detector saw it wait; a CUDA graph replays them with one launch (launch_queue.graph_ops).
+Every figure here is a MODEL, and says so: the GPU's datasheet peaks for the step's dtype (roofline.datasheet;
+float32 without TF32, PyTorch's default; float16, bfloat16 and float64 at their own), each kernel at its roofline
+time but never under launch_queue.KERNEL_MIN, and roofline.ASSUMED_LAUNCH of host time per eager op
+(launch_queue.KERNEL_LAUNCH plus the rest as dispatch). A step's kernels are issued one by one into one stream
+(launch_queue.schedule), with the host waiting where the sync detector saw it wait, each wait paying
+launch_queue.SYNC_COST; a CUDA graph replays them with one launch (launch_queue.graph_ops).
 
 The kernels are the ops that launch work on a GPU (trace.OpTrace.gpu_ops: on meta as CUDA runs it; on a CPU run
-every compute op but allocations); a call that CUDA runs as one library kernel (fused.py: cuDNN's RNNs) counts
-as one kernel forward and one backward, its work summed. An optimizer whose foreach setting is torch's default runs as foreach on CUDA
-(torch/optim/optimizer.py, _default_to_fused_or_foreach), where meta and the CPU run its for loop: its ops of one
-name count as one kernel here, as CUDA would launch them.
+every compute op but allocations). A region that CUDA runs fused (fused.py) counts as CUDA runs it: one kernel
+forward and one backward (cuDNN's RNNs, foreach clipping), or its GEMMs apart and one kernel for what lies between
+them (an LSTM cell, a torch.compile'd function). An optimizer whose foreach setting is torch's default runs as
+foreach on CUDA (torch/optim/optimizer.py, _default_to_fused_or_foreach), where meta and the CPU run its for loop:
+its ops of one name count as one kernel here, as CUDA would launch them.
 """
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ from .. import launch_queue, roofline
 from ..device import fmt_bytes
 from ..timing import fmt_time
 from ..trace import NO_KERNEL, Op
+from .fused import APART
 
-HOST_PER_OP = roofline.ASSUMED_LAUNCH["T4"]  # 5 µs, the same for every GPU: an assumption
+HOST_PER_OP = roofline.ASSUMED_LAUNCH["T4"]  # the same for every GPU: the H200 host's, an assumption elsewhere
 DISPATCH = HOST_PER_OP - launch_queue.KERNEL_LAUNCH  # so that dispatch + launch = the roofline's per-op cost
 
 
@@ -41,14 +44,22 @@ def kernels(ev) -> list[Kernel]:
                 or (ev.device != "cpu" and op.device not in ("cuda", "meta")))]
     merged: dict[int, int] = {}  # op index -> the op whose foreach kernel does its work
     for o in ev.optimizers:
-        if o.foreach is None and not o.fused and o.params:
+        if o.foreach is None and not o.fused and o.params and o.has_foreach and not o.differentiable:
             mine = [i for i in launches if o.first <= i < o.last]
             if mine and not any(ops[i].name.startswith(("_foreach", "_fused")) for i in mine):
                 merged.update(_foreach_positions(ops, mine, o.params))
-    regions: dict[tuple, int] = {}  # a call CUDA fuses (fused.py): one kernel forward, one backward
+    regions: dict[tuple, int] = {}  # a region CUDA fuses (fused.py): one kernel a direction, or between GEMMs
     for i in launches:
         r = ev.info[i].region
-        if r is not None:
+        if r is None:
+            continue
+        if ev.fused_modes.get(r[0]) == APART:
+            if ops[i].gemm:
+                regions[(ev.info[i].step, *r)] = -1  # the next non-GEMM op starts a kernel of its own
+                continue
+            home = regions.get((ev.info[i].step, *r), -1)
+            merged[i] = regions[(ev.info[i].step, *r)] = i if home == -1 else home
+        else:
             merged[i] = regions.setdefault((ev.info[i].step, *r), i)
     out: list[Kernel] = []
     at: dict[int, int] = {}
@@ -98,7 +109,8 @@ class Gpu:
 
     @property
     def label(self) -> str:
-        how = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(self.dtype, str(self.dtype))
+        how = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}.get(
+            self.dtype, str(self.dtype))
         return (f"model: {self.name} datasheet, {self.peaks.flops / 1e12:g} TFLOP/s {how}, "
                 f"{self.peaks.bandwidth / 1e9:g} GB/s; {HOST_PER_OP * 1e6:g} µs of host time per launch and "
                 f"{launch_queue.KERNEL_MIN * 1e6:g} µs per kernel at least, assumed")
@@ -107,12 +119,19 @@ class Gpu:
         """Device seconds of one kernel: its roofline time, never under KERNEL_MIN."""
         return self.preset.kernel_seconds(flops, nbytes)
 
-    def eager(self, ks: list[Kernel], sync_after: set[int] = frozenset()) -> float:
-        """Seconds to issue and run `ks` one by one; the host waits for the device after each in `sync_after`."""
+    def eager(self, ks: list[Kernel], sync_after: set[int] = frozenset(), calls: int = 1) -> float:
+        """Seconds to issue and run `ks` one by one, `calls` times in a row; the host waits for the device after
+        each in `sync_after`."""
         ops = launch_queue.eager_ops([(str(k.index), self.kernel(k.flops, k.bytes)) for k in ks], DISPATCH,
                                      self.preset)
         ops = [launch_queue.Op(o.name, o.cpu, o.gpu, int(o.name) in sync_after) for o in ops]
-        return launch_queue.schedule(ops).total
+        return launch_queue.schedule(ops * calls).total
+
+    def sync_cost(self, ks: list[Kernel], sync_after: set[int]) -> float:
+        """Seconds the waits add to one call, with the call run twice in a row: a wait at the end of one call keeps
+        the host from queuing the next one's work while the GPU runs (the GPU idles as the host issues it again),
+        and every wait pays a host-GPU round trip (launch_queue.SYNC_COST)."""
+        return (self.eager(ks, sync_after, 2) - self.eager(ks, calls=2)) / 2
 
     def graph(self, ks: list[Kernel]) -> float:
         """Seconds to replay `ks` as one CUDA graph: one launch, the kernels back to back."""

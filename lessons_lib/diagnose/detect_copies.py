@@ -6,9 +6,15 @@ Evidence, from the op trace and the saved-tensor watch (never from a name):
   path (LinearAlgebra.cpp, _matmul_impl: both operands expanded to the full batch and copied, then one bmm);
 - a tensor saved for backward whose storage that copy made: BmmBackward0 keeps the copy (lesson 02's gigabyte);
 - a softmax over a square last pair of dims (…, T, T) whose result is saved for backward: attention by hand,
-  which keeps the probabilities; scaled_dot_product_attention keeps O(B·H·T) (trace.sdpa_as_on_cuda).
+  which keeps the probabilities; scaled_dot_product_attention keeps O(B·H·T) (trace.sdpa_as_on_cuda);
+- a contraction written as a broadcast multiply then a sum (a product EXPANDED times larger than each operand,
+  reduced at once at the same line): lesson 01's expansion beyond matmul. Autograd's MulBackward keeps the
+  operands, not the product (checked with memory.ledger), but the product is written and read in the forward and
+  made again, product-sized, for each operand's gradient in backward; einsum runs it as one batched GEMM.
 """
 from __future__ import annotations
+
+import math
 
 from ..display import count
 from .costs import b, per_step, share, t
@@ -136,4 +142,75 @@ def saved_copies_and_attention(ev, gpu) -> list[Finding]:
                 f"it back ≥ {t(gpu.bytes_time(2 * nbytes))} a step — {gpu.label}")
         out.append(Finding(kind, rows[0][1].where, evidence, cost, fix,
                            {"saved_bytes": nbytes, "of_total": snap.ledger.total_bytes}))
+    return out
+
+
+def _reduced_dims(before: tuple, after: tuple) -> list[int]:
+    """The dims a sum or mean took `before` to `after` (keepdim or not)."""
+    if len(after) == len(before):
+        return [d for d, (a, b) in enumerate(zip(before, after)) if b == 1 and a != 1]
+    out, j = [], 0
+    for d, size in enumerate(before):
+        if j < len(after) and after[j] == size and len(before) - d > len(after) - j - 1:
+            j += 1
+        else:
+            out.append(d)
+    return out
+
+
+def contraction_fix(product: tuple, operands: tuple, reduced: list[int]) -> str:
+    """torch.einsum over the operands with their broadcast (size-1) dims squeezed, the summed dims contracted."""
+    letters = "abcdefghijklmnop"[:len(product)]
+    subs, shapes = [], []
+    for shape in operands:
+        own = letters[len(product) - len(shape):]
+        keep = [(c, n) for c, n in zip(own, shape) if not (n == 1 and product[letters.index(c)] != 1)]
+        subs.append("".join(c for c, _n in keep))
+        shapes.append(_shape(tuple(n for _c, n in keep)) or "scalar")
+    out = "".join(c for d, c in enumerate(letters) if d not in reduced)
+    return (f'torch.einsum("{subs[0]},{subs[1]}->{out}", A, B), with A and B the operands without their size-1 '
+            f"dims ({shapes[0]} and {shapes[1]}): one batched GEMM, the product never in memory")
+
+
+def broadcast_contractions(ev, gpu) -> list[Finding]:
+    """A broadcast multiply whose product is EXPANDED times or more larger than each operand, summed at once at the
+    same line: a contraction written out. The product is written and read back in the forward; in backward the
+    gradient of each operand that needs one is product-sized before it is summed; einsum does it as one GEMM."""
+    ops, by = ev.trace.ops, {}
+    for i, (op, info) in enumerate(zip(ops, ev.info)):
+        if op.name != "mul" or info.phase != "forward" or len(op.in_shapes) != 2 or not op.out_shapes:
+            continue
+        sizes = [math.prod(s) for s in op.in_shapes]
+        if min(sizes) == 0 or math.prod(op.out_shapes[0]) < EXPANDED * max(sizes):
+            continue
+        j = next((j for j in range(i + 1, len(ops)) if not ops[j].is_view), None)
+        if j is None or ops[j].name not in ("sum", "mean") or ops[j].where != op.where \
+                or not set(info.outs) & set(ev.info[j].ins):
+            continue
+        by.setdefault((op.where.file, op.where.line), []).append((i, j))
+    kept_rows = {}
+    if ev.ledgers:
+        snap = max(ev.ledgers, key=lambda s: s.ledger.total_bytes)
+        for row, op_i in zip(snap.ledger.entries, snap.made_by):
+            if op_i is not None and row.counted:
+                kept_rows[op_i] = kept_rows.get(op_i, 0) + row.bytes
+    out = []
+    for rows in by.values():
+        i, j = rows[0]
+        op = ops[i]
+        product = op.write_bytes
+        moved = (2 + (4 if ev.backward_calls else 0)) * product * len(rows) / ev.steps
+        kept = sum(kept_rows.get(k, 0) for k, _j in rows)
+        out.append(Finding(
+            "contraction by broadcast", op.where,
+            f"{_shape(op.in_shapes[0])} * {_shape(op.in_shapes[1])} makes a {_shape(op.out_shapes[0])} product "
+            f"({b(product)}, {math.prod(op.out_shapes[0]) // max(math.prod(s) for s in op.in_shapes)}× its larger "
+            f"operand), then {ops[j].name} reduces it, {count(per_step(len(rows), ev.steps), 'time')} a step"
+            + (f"; {b(kept)} of it kept for backward" if kept else "; backward makes a product-sized gradient for "
+               "each operand that needs one" if ev.backward_calls else ""),
+            f"≥ {t(gpu.bytes_time(moved))} a step writing and reading products (forward"
+            + (" and backward" if ev.backward_calls else "") + f"), and {b(product)} of memory at its peak — "
+            + gpu.label,
+            contraction_fix(op.out_shapes[0], op.in_shapes, _reduced_dims(ops[j].in_shapes[0], ops[j].out_shapes[0])),
+            {"product_bytes": product, "times_per_step": len(rows) / ev.steps}, gpu.bytes_time(moved)))
     return out

@@ -5,6 +5,9 @@ where none descends from another of them (collect.py's levels: experts side by s
 with a weight of its own (one weight over micro-batches is a batch split on purpose, not lesson 03's loop),
 each too small to keep the GPU busy for as long as its launch takes (its roofline time under MAX_KERNEL).
 Backward runs two GEMMs for each (the gradients of input and weight), so the loop costs three launches a GEMM.
+Experts run on routed tokens (rows picked by the data: collect.py's `routed`) have row counts that differ from
+expert to expert (on meta a mask selects every row, so they agree there): they are grouped by their weights' shape
+alone, and the fix is a grouped GEMM over tokens sorted by expert, not one bmm of equal slices.
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ def waves(ev) -> dict[tuple, list[list[int]]]:
     groups: dict[tuple, dict[tuple, list[int]]] = {}
     for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
         if op.gemm and info.phase == "forward" and info.level >= 0:
-            key = (op.where.file, op.where.line, op.gemm)
+            b_, _m, n, k = op.gemm
+            key = (op.where.file, op.where.line, (b_, -1, n, k) if info.routed else op.gemm)
             groups.setdefault(key, {}).setdefault((info.step, info.level), []).append(i)
     return {key: list(by.values()) for key, by in groups.items()}
 
@@ -34,20 +38,31 @@ def gemm_loops(ev, gpu) -> list[Finding]:
         if not ws:
             continue
         big = max(ws, key=len)
-        op = ev.trace.ops[big[0]]
+        op = max((ev.trace.ops[i] for i in big), key=lambda o: o.flops)
         one = gpu.kernel(op.flops, op.accessed_bytes - op.lt_saved_bytes)
         if one > MAX_KERNEL:
             continue
         batch, m, n, k = dims
         g = len(big)
-        per_wave = [Kernel(i, op.flops, op.accessed_bytes) for i in big]
-        grouped = [Kernel(big[0], g * op.flops, g * op.accessed_bytes)]
+        ops = [ev.trace.ops[i] for i in big]
+        per_wave = [Kernel(i, o.flops, o.accessed_bytes) for i, o in zip(big, ops)]
+        grouped = [Kernel(big[0], sum(o.flops for o in ops), sum(o.accessed_bytes for o in ops))]
+        rows = sorted({o.gemm[1] for o in ops})
+        routed = m == -1
         n_waves = sum(len(w) >= MIN_GROUP for w in ws)
         each = 3 if ev.backward_calls else 1  # backward runs two GEMMs for each (grad of input, of weight)
         loop_s = each * gpu.eager(per_wave) * n_waves / ev.steps
         one_s = each * gpu.eager(grouped) * n_waves / ev.steps
         with_backward = " with backward's" if each == 3 else ""
-        shape = f"{m}x{k} @ {k}x{n}" + (f" (batch {batch})" if batch > 1 else "")
+        m = rows[-1] if routed else m
+        shape = (f"{rows[0]}–{rows[-1]}" if len(rows) > 1 else f"{m}") + f"x{k} @ {k}x{n}" + \
+            (f" (batch {batch})" if batch > 1 else "") + (" on rows the data routed to each" if routed else "")
+        fix = (f"sort the tokens by expert (argsort of the expert ids) and run the {g} experts as one grouped GEMM: "
+               "torch.nn.functional.grouped_mm where this torch and GPU have it (CUDA, bfloat16, sm80+), else a fixed "
+               "capacity of rows per expert and one torch.bmm over all of them (lessons_lib.GroupedLinear's layout)"
+               if routed else
+               f"lessons_lib.GroupedLinear(groups={g}, in_features={k}, out_features={n}): one bmm for all groups "
+               "(lesson 03 §4), or stack the weights and use torch.bmm / torch.einsum")
         out.append(Finding(
             "GEMMs in a Python loop", op.where,
             f"{count(g, 'GEMM')} of {shape} side by side ({op.name}, none fed by another) in "
@@ -55,8 +70,6 @@ def gemm_loops(ev, gpu) -> list[Finding]:
             f"{count(per_step(each * g * n_waves, ev.steps), 'GEMM launch')} a step{with_backward}, "
             f"each {t(one)} of work on {a_gpu(gpu.name)}",
             f"{t(loop_s)} a step as {count(g, 'launch')}{' each way' if each == 3 else ''}, against {t(one_s)} as one "
-            f"batched GEMM — {gpu.label}",
-            f"lessons_lib.GroupedLinear(groups={g}, in_features={k}, out_features={n}): one bmm for "
-            "all groups (lesson 03 §4), or stack the weights and use torch.bmm / torch.einsum",
-            {"gemms": g, "groups_per_step": n_waves / ev.steps, "m": m, "n": n, "k": k}, loop_s - one_s))
+            f"{'grouped' if routed else 'batched'} GEMM — {gpu.label}",
+            fix, {"routed": routed, "gemms": g, "groups_per_step": n_waves / ev.steps, "m": m, "n": n, "k": k}, loop_s - one_s))
     return out

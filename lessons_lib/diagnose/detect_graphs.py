@@ -6,8 +6,9 @@ alive across steps.
   a `.item()` does not stop it.
 - A graph built for nothing: no backward ran, tensors were saved for one, and the step returns no graph and keeps
   none: every op recorded history and saved inputs that nobody will use (torch.inference_mode skips both).
-- A graph kept alive: collect.kept_alive's evidence: tensors with a graph, made during the call, still alive
-  after it, held outside the return value (a list, an attribute, a global) or, in it, spanning two steps or more.
+- A graph kept alive: kept.py's evidence: tensors with a graph, made during the call, still alive after it, held
+  outside the return value (a list, an attribute, a global) or, in it, spanning two steps or more; or alive in a
+  list at a later step of the same call.
 """
 from __future__ import annotations
 
@@ -74,7 +75,10 @@ def graph_for_nothing(ev, gpu) -> list[Finding]:
 def kept_graphs(ev, gpu) -> list[Finding]:
     out = []
     for k in ev.kept:
-        if not k.returned:
+        if k.across:
+            how = ("held in a list and still alive at a later step of this call (a loop that appends each step's "
+                   "loss): every step's graph stays until the list goes")
+        elif not k.returned:
             how = "held outside the return value (a list, an attribute, a global)"
         elif k.steps > 1:
             how = f"the step's return value keeps them in one graph across {k.steps} steps (a running total, a stack)"
@@ -82,7 +86,8 @@ def kept_graphs(ev, gpu) -> list[Finding]:
             how = "the step's return value keeps each step's graph, after its backward ran (a list of the losses)"
         out.append(Finding(
             "graph kept alive", k.where,
-            f"{count(k.tensors, 'tensor')} made here {'is' if k.tensors == 1 else 'are'} alive after the call "
+            f"{count(k.tensors, 'tensor')} made here {'is' if k.tensors == 1 else 'are'} alive "
+            f"{'at a later step' if k.across else 'after the call'} "
             f"with {'its graph' if k.tensors == 1 else 'their graphs'}: {how}; "
             f"{count(k.nodes, 'graph node')}, {b(k.saved_bytes)} still saved for backward"
             + (f", from {count(k.steps, 'step')}" if k.steps > 1 and not k.returned else ""),

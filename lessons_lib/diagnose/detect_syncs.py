@@ -3,26 +3,45 @@
 Evidence: the sync detector's events, each placed among the ops (collect.py), and the op trace.
 - host syncs: what the sync detector's CUDA view counts (on a CPU run, every host read, an upper bound): a
   value read on the host, a boolean-mask index, nonzero, an index tensor on the host used on the device, a
-  blocking copy, the ops that read on the host inside ATen's CUDA code (syncs.CUDA_KERNEL_SYNCS). Each costs
-  what the launch model says the host's waits add to the step;
-- a pageable transfer: a host-to-device copy from memory that is not pinned, at least once a step and at least
-  MIN_PAGEABLE bytes a step (smaller copies cost their latency, pinned or not);
+  blocking copy, a tensor made from Python data on the device (host_data.py), the ops that read on the host
+  inside ATen's CUDA code (syncs.CUDA_KERNEL_SYNCS), at least once a step (a read after the loop, or every N
+  steps, is a round trip now and then). Each costs what the launch model says the host's waits add, with the
+  step run twice in a row: the queue drains, the GPU idles while the host issues what follows, and each wait
+  pays a round trip (launch_queue.SYNC_COST). The fix follows what was read: a batch copied in, a tensor made
+  in the step, a value the host must have (an action, a token), or a value only logged;
+- a pageable transfer: a host-to-device copy from memory that is not pinned, at least once a step, at least
+  MIN_PAGEABLE bytes a step (smaller copies cost their latency, pinned or not) and at least MATERIAL of the step's
+  time by the link model (a few copies next to a long step cost nothing worth a finding);
 - cat in a loop: a cat that reads the previous cat's output at the same line (the tensor grows);
 - allocation churn: a factory op at one line making the same shape two or more times in one step, with other
-  work between (a loop's passes, not nn.LSTM's h0 and c0), or (on meta or CUDA) making it in host memory each
-  step and copying it to the device.
+  work between (a loop's passes, not nn.LSTM's h0 and c0), its extra launches at least MATERIAL of the step's
+  time by the model; or (on meta or CUDA) making it in host memory each step and copying it to the device. A
+  tensor made on the host for host work (an index for host data) is not the GPU's.
 """
 from __future__ import annotations
 
+from .. import launch_queue
 from ..sync_table import CUDA_KERNEL_SYNCS
 from ..syncs import HostSync, Transfer
 from ..transfers import MODEL_NOTE, model as link_model
 from .collect import FACTORY_OPS
 from ..display import count, number
-from .costs import b, per_step, t
+from .costs import HOST_PER_OP, b, kernels, per_step, t
 from .report import Finding
 
 MIN_PAGEABLE = 64 * 2**10
+MATERIAL = 0.005  # a cost under this share of the step (half a percent, by the model) is nothing worth a finding
+_CHOSEN = ("multinomial", "argmax", "argmin", "topk", "sort", "randint", "bernoulli", "max")  # an action, a token
+_NEEDED_FIX = ("the host needs this value (an environment's action, a token to stop on): read many at once (step a "
+               "batch of environments per read: a vectorized environment; check every N tokens), or run a network "
+               "this small on the CPU")
+_DATA_FIX = ("copy it with .to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True), or a "
+             "pinned buffer reused), or keep the data on the device")
+_PYTHON_FIX = ("build it on the device from device tensors (torch.stack, t.view, torch.arange(..., device=...)); if "
+               "it does not change, make it once, outside the step")
+_LIST_FIX = "index with a slice (x[:, -1:] keeps the dim), or with an index tensor made once on the device"
+_CHECK_FIX = ("pass validate_args=False to the distribution (or torch.distributions.Distribution."
+              "set_default_validate_args(False) once): its argument checks read their result on the host")
 
 _FIXES = (  # (a piece of HostSync.what, the fix)
     ("(index on the host)", "make the index on the device (torch.randperm(n, device=...), or idx.to(device, "
@@ -56,35 +75,66 @@ def _fix(what: str) -> str:
     return _READ_FIX
 
 
+def _source(ev, at: int):
+    """The op that made what the blocking copy just before the event `at` copied, or None (storage keys are
+    reused once freed: the last op before the copy that made it)."""
+    i = at - 1
+    if not 0 <= i < len(ev.info):
+        return None
+    ins = set(ev.info[i].ins)
+    j = next((j for j in range(i - 1, -1, -1) if ins & set(ev.info[j].outs)), None)
+    return ev.trace.ops[j] if j is not None else None
+
+
+def _fits(ev, at: int, event: HostSync) -> str:
+    """The fix for this sync, from what it read or copied."""
+    what = event.what
+    if "validate_args" in event.why:
+        return _CHECK_FIX
+    if "Python list" in what:
+        return _LIST_FIX
+    if "Python data" in what:
+        return _PYTHON_FIX
+    if what.startswith(("aten._to_copy", "aten.copy_")) and "(cpu → " in what:
+        src = _source(ev, at)
+        return _fix(what) if src is not None and src.name in FACTORY_OPS else _DATA_FIX
+    if any(f", made by {name}" in event.why for name in _CHOSEN) and "read: float" not in event.why \
+            and "read: bfloat" not in event.why:  # host_data.what_was_read: an integer the data chose
+        return _NEEDED_FIX
+    return _fix(what)
+
+
 def host_syncs(ev, gpu, ks, sync_after: set) -> list[Finding]:
     by: dict = {}
     for at, event, where, step, phase in ev.sync_at:
         if isinstance(event, HostSync):
-            by.setdefault((where.file, where.line), []).append((event, where, phase))
+            by.setdefault((where.file, where.line), []).append((event, where, phase, at))
     if not by:
         return []
     total = len([e for e in ev.sync_at if isinstance(e[1], HostSync)])
-    extra = max(0.0, gpu.eager(ks, sync_after) - gpu.eager(ks)) / ev.steps
+    extra = max(0.0, gpu.sync_cost(ks, sync_after)) / ev.steps
     view = "" if ev.syncs.view == "cuda" else " (a CPU run: every host read counted, as if every tensor were on " \
                                               "a GPU; an upper bound)"
     out = []
     for rows in by.values():
-        whats = dict.fromkeys(e.what for e, _w, _p in rows)
-        why = "; ".join(dict.fromkeys(e.why for e, _w, _p in rows))
+        if len(rows) < ev.steps:  # fewer than once a step: after the loop, or every N steps
+            continue
+        whats = dict.fromkeys(e.what for e, _w, _p, _a in rows)
+        why = "; ".join(dict.fromkeys(e.why for e, _w, _p, _a in rows))
         in_backward = " in backward (the backward of a boolean-mask index: index_put_ with the saved mask)" \
-            if all(p == "backward" for _e, _w, p in rows) and any("bool mask" in w for w in whats) else \
-            " in backward" if all(p == "backward" for _e, _w, p in rows) else ""
+            if all(p == "backward" for _e, _w, p, _a in rows) and any("bool mask" in w for w in whats) else \
+            " in backward" if all(p == "backward" for _e, _w, p, _a in rows) else ""
         share = extra * len(rows) / total
+        fix = _FIXES[1][1] + " (in the forward)" if "bool mask" in in_backward else \
+            _fits(ev, rows[0][3], rows[0][0])
         out.append(Finding(
             "host sync", rows[0][1],
             f"{count(per_step(len(rows), ev.steps), 'host sync')} a step{in_backward}: {', '.join(whats)} — {why}{view}",
-            (f"≈ {t(share)} a step of the host waiting and the GPU idling after (its share of {t(extra)} for "
-             f"{'the' if total == ev.steps else 'all'} {count(per_step(total, ev.steps), 'sync')} a step) — {gpu.label}"
-             if share >= 1e-7 else
-             f"nothing the launch model can see: the queue has drained by then (a wait at the end of the step), "
-             f"but the host cannot queue the next step's work ahead of the GPU — {gpu.label}"),
-            _fix(next(iter(whats))) if "bool mask" not in in_backward else _FIXES[1][1] + " (in the forward)",
-            {"per_step": len(rows) / ev.steps, "what": list(whats)}, share))
+            f"≈ {t(share)} a step: the host waits here until the GPU's queue has drained, so it cannot queue work "
+            f"ahead; the GPU then idles while the host issues what follows, and each wait pays a host-GPU round trip "
+            f"({t(launch_queue.SYNC_COST)}, reported) — this line's share of {t(extra)} for "
+            f"{'the' if total == ev.steps else 'all'} {count(per_step(total, ev.steps), 'sync')} a step; {gpu.label}",
+            fix, {"per_step": len(rows) / ev.steps, "what": list(whats)}, share))
     return out
 
 
@@ -95,11 +145,13 @@ def pageable_transfers(ev, gpu) -> list[Finding]:
         if isinstance(event, Transfer) and event.direction == "host → device" and not event.pinned:
             by.setdefault((where.file, where.line), []).append((event, where))
     out = []
+    step_s = gpu.eager(kernels(ev)) / ev.steps
     for rows in by.values():
         nbytes = sum(e.nbytes for e, _w in rows)
-        if len(rows) < ev.steps or nbytes / ev.steps < MIN_PAGEABLE:
+        per, each = nbytes / ev.steps, nbytes / len(rows)
+        copies_s = len(rows) / ev.steps * link.seconds(each, pinned=False) if link else None
+        if len(rows) < ev.steps or per < MIN_PAGEABLE or (copies_s is not None and copies_s < MATERIAL * step_s):
             continue
-        per = nbytes / ev.steps
         cost = (f"{t(link.seconds(per, pinned=False))} a step over {link.pcie} from pageable memory, "
                 f"{t(link.seconds(per, pinned=True))} pinned — {MODEL_NOTE}") if link else "no link model for this GPU"
         blocking = sum(e.blocking for e, _w in rows)
@@ -148,6 +200,7 @@ def cat_loops(ev, gpu) -> list[Finding]:
 def allocation_churn(ev, gpu) -> list[Finding]:
     on_device = ev.device in ("meta", "cuda")
     moved = {k for _at, e, w, _s, _p in ev.sync_at if isinstance(e, Transfer) for k in [(w.file, w.line)]}
+    step_s = gpu.eager(kernels(ev)) / ev.steps
     by: dict = {}
     for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
         if op.name in FACTORY_OPS and info.phase == "forward" and op.where is not None and op.out_shapes:
@@ -161,8 +214,10 @@ def allocation_churn(ev, gpu) -> list[Finding]:
                                for k in range(i + 1, j)):
                 per[s] = per.get(s, 1) + 1
         per = per or {0: 1}
-        host_moved = on_device and rows[0][0].device == "cpu" and (f, line) in moved and len(rows) >= ev.steps
-        if max(per.values()) < 2 and not (host_moved and len(rows) >= 2):
+        on_host = on_device and rows[0][0].device == "cpu"
+        host_moved = on_host and (f, line) in moved and len(rows) >= ev.steps
+        if (max(per.values()) < 2 or on_host or (len(rows) - ev.steps) * HOST_PER_OP < MATERIAL * ev.steps * step_s) \
+                and not (host_moved and len(rows) >= 2):  # host work for host data, or costs next to nothing
             continue
         op = rows[0][0]
         how = "in host memory, then copied to the device, " if host_moved else ""

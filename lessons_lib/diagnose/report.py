@@ -18,6 +18,9 @@ from ..display import count, html_table, text_table
 KINDS = {
     "broadcast matmul": ("01", "§2 Look inside, §3 Fix",
                          "a matmul with broadcast batch dims on both sides expands an operand and copies it"),
+    "contraction by broadcast": ("01", "§2 Look inside, §3 Fix (einsum)",
+                                 "a contraction written as a broadcast multiply, then a sum: the whole product is "
+                                 "written, read, and made again for backward"),
     "expanded copy kept for backward": ("02", "§2 Look inside (What autograd saved), §3 Fix",
                                         "a batched matmul keeps its expanded copy of an operand for backward"),
     "attention matrix kept for backward": ("02", "§2 Look inside (What autograd saved); 07 §4 The fixes",
@@ -38,6 +41,8 @@ KINDS = {
                           "a host-to-GPU copy from pageable memory, every step"),
     "row-by-row gather": ("06", "§2 Replace Python loops with vector ops",
                           "a batch assembled one row at a time in Python, then stacked"),
+    "loss per time step": ("06", "§2 Replace Python loops with vector ops",
+                           "a loss computed one time step at a time in a Python loop, then added up or stacked"),
     "cat in a loop": ("06", "§3 torch.cat in a loop reallocates",
                       "a tensor grown by torch.cat in a loop: every pass copies everything so far"),
     "allocation churn": ("06", "§3 pre-allocate (a buffer made once, reused)",

@@ -5,6 +5,7 @@ the map and the callable-package trick only.
 """
 from __future__ import annotations
 
+from ..roofline import ASSUMED_LAUNCH
 from ..syncs import BLIND_SPOTS as SYNC_BLIND_SPOTS, HostSync
 from .report import Report, a_gpu
 
@@ -12,6 +13,7 @@ GPUS_NOTE = "T4, L4, V100, A10G, A100, H100, H200 (roofline.DATASHEET)"
 
 CHECKED = (  # (what, lesson, the kinds it covers)
     ("broadcast matmul copies", "01", ("broadcast matmul",)),
+    ("contractions by broadcast", "01", ("contraction by broadcast",)),
     ("saved for backward", "02", ("expanded copy kept for backward", "attention matrix kept for backward")),
     ("small GEMMs in a loop", "03", ("GEMMs in a Python loop",)),
     ("elementwise chains", "04", ("elementwise chain",)),
@@ -21,6 +23,7 @@ CHECKED = (  # (what, lesson, the kinds it covers)
     ("host syncs", "06", ("host sync",)),
     ("pageable transfers", "06", ("pageable transfer",)),
     ("row-by-row gather", "06", ("row-by-row gather",)),
+    ("loss per time step", "06", ("loss per time step",)),
     ("cat in a loop", "06", ("cat in a loop",)),
     ("allocation churn", "06", ("allocation churn",)),
     ("graph for nothing", "06", ("graph built for nothing",)),
@@ -33,14 +36,15 @@ BLIND_SPOTS = (
     "seen",
     "on meta every value is a stand-in (.item() returns 0, a boolean mask selects everything): code whose control "
     "flow reads values may take another path than on the GPU",
-    "costs are a roofline model of the named GPU (datasheet peaks, 5 µs of host time per launch assumed): lower "
-    "bounds, not measurements; kernels that do not fill the GPU, and cuBLAS's own choices, are not modelled",
+    f"costs are a roofline model of the named GPU (datasheet peaks, {ASSUMED_LAUNCH['T4'] * 1e6:g} µs of host time "
+    "per launch assumed): lower bounds, not measurements; kernels that do not fill the GPU, and cuBLAS's own "
+    "choices, are not modelled",
     "a cat, a list or a total that grows across calls (outside the step) is seen only when one call runs two "
     "steps or more; a graph kept alive, only when it outlives the call",
     "memory is counted as the ops ask for it (new storages, what autograd saves), not as the caching allocator "
     "holds it: fragmentation and a CUDA graph's private pool are not seen",
-    "torch.compile'd functions are seen as they run eagerly; the backward of a line is counted at the line that "
-    "calls backward",
+    "a torch.compile'd function runs eagerly here and is priced as compiled (its GEMMs, one kernel between them), "
+    "not as Inductor's own kernels; the backward of a line is counted at the line that calls backward",
 )
 
 
@@ -84,6 +88,8 @@ def diagnose(fn, *inputs, device=None, gpu: str = "T4", graphs: bool = False, ti
     notes = list(first.notes) + box.notes()
     report = _findings(ev, Gpu.of(gpu, dominant_dtype(ev)), notes)
     report.stopped = why
+    if how != "ran":  # a backward that never ran and graphs still alive are the stop's doing, not the step's
+        report.findings = [f for f in report.findings if f.kind not in ("graph built for nothing", "graph kept alive")]
     if graphs and how == "ran":
         from .detect_graphs import capture_hazards
 
@@ -114,11 +120,13 @@ def _findings(ev, gpu, notes: list[str]) -> Report:
 
     ks = kernels(ev)
     after = sync_points(ev, ks)
-    findings = (detect_copies.broadcast_matmuls(ev, gpu) + detect_copies.saved_copies_and_attention(ev, gpu)
+    findings = (detect_copies.broadcast_matmuls(ev, gpu) + detect_copies.broadcast_contractions(ev, gpu)
+                + detect_copies.saved_copies_and_attention(ev, gpu)
                 + detect_gemms.gemm_loops(ev, gpu) + detect_launches.elementwise_chains(ev, gpu)
                 + detect_launches.launch_bound(ev, gpu, after) + detect_launches.optimizer_loops(ev, gpu)
                 + detect_launches.hand_written_updates(ev, gpu)
-                + detect_launches.row_gathers(ev, gpu) + detect_syncs.host_syncs(ev, gpu, ks, after)
+                + detect_launches.row_gathers(ev, gpu) + detect_launches.losses_per_step(ev, gpu)
+                + detect_syncs.host_syncs(ev, gpu, ks, after)
                 + detect_syncs.pageable_transfers(ev, gpu) + detect_syncs.cat_loops(ev, gpu)
                 + detect_syncs.allocation_churn(ev, gpu) + detect_graphs.graph_for_nothing(ev, gpu)
                 + detect_graphs.kept_graphs(ev, gpu))
@@ -128,6 +136,12 @@ def _findings(ev, gpu, notes: list[str]) -> Report:
                     "nothing on a GPU): an upper bound" if ev.device == "cpu" else
                     "it ran on your CUDA tensors: costs are still the model, not this GPU's timings")
     return Report(findings, step_numbers(ev, gpu, ks, after), {}, blind, notes, gpu.name, ev.device, ev.error)
+
+
+def _step_unit(ev) -> str:
+    """What one step of the call was (collect.Evidence.steps): the count that per-step numbers divide by."""
+    return ("optimizer steps" if ev.optimizers else "rounds of updates written by hand" if ev.update_rounds else
+            "backward calls" if ev.backward_calls else "forward passes of the model" if ev.forwards else "calls")
 
 
 def step_numbers(ev, gpu, ks, after) -> dict:
@@ -153,5 +167,5 @@ def step_numbers(ev, gpu, ks, after) -> dict:
                         f"{b(copied)} copied, "
                         f"{b(ev.syncs.transfer_bytes / ev.steps)} between host and device, {b(saved)} saved for backward, "
                         f"{count(per_step(n_syncs, ev.steps), 'host sync')} a step ({count(ev.steps, 'step')} seen: "
-                        "backward calls); "
+                        f"{_step_unit(ev)}); "
                         f"on {a_gpu(gpu.name)}: {regime}, ≈ {t(eager)} a step eager (model)")}

@@ -116,25 +116,26 @@ def case_masked_loss_without_indexing():
         keep = (y > 0).float()
         loss = ((pred - y) ** 2 * keep).sum() / keep.sum().clamp_min(1)
         loss.backward()
-    return step, (nn.Linear(512, 1), torch.randn(1024, 512), torch.randn(1024)), {}
+    model = nn.Sequential(nn.Linear(1024, 2048), nn.ReLU(), nn.Linear(2048, 1))
+    return step, (model, torch.randn(8192, 1024), torch.randn(8192)), {}
 
 
 def case_buffer_made_once():
     """Gradient accumulation with the buffer made once, before the loop."""
     def step(model, x):
-        acc = torch.zeros(x.shape[0] // 4, 10, device=x.device)
+        acc = torch.zeros(x.shape[0] // 4, 1000, device=x.device)
         total = 0
         for chunk in x.chunk(4):
             total = total + (model(chunk) + acc).logsumexp(-1).sum()
         total.backward()
-    return step, (nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)), torch.randn(512, 512)), {}
+    return step, (nn.Sequential(nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 1000)), torch.randn(8192, 2048)), {}
 
 
 def case_one_hot_with_classes():
     """F.one_hot with num_classes: nothing read on the host."""
     def step(model, x, labels):
-        F.mse_loss(model(x), F.one_hot(labels, 10).float()).backward()
-    return step, (nn.Linear(512, 10), torch.randn(256, 512), torch.randint(0, 10, (256,))), {}
+        F.mse_loss(model(x), F.one_hot(labels, 1000).float()).backward()
+    return step, (nn.Linear(2048, 1000), torch.randn(4096, 2048), torch.randint(0, 1000, (4096,))), {}
 
 
 def case_losses_appended_detached():
@@ -147,9 +148,9 @@ def case_losses_appended_detached():
             loss.backward()
             opt.step()
             history.append(loss.detach())
-    model = nn.Linear(512, 10)
-    return train, (model, torch.optim.SGD(model.parameters(), lr=0.1, foreach=True), torch.randn(256, 512),
-                   torch.randint(0, 10, (256,))), {}
+    model = nn.Linear(2048, 1000)
+    return train, (model, torch.optim.SGD(model.parameters(), lr=0.1, foreach=True), torch.randn(4096, 2048),
+                   torch.randint(0, 1000, (4096,))), {}
 
 
 def case_torch_transformer_encoder():
@@ -171,6 +172,19 @@ def case_one_loss_returned_after_backward():
         loss.backward()
         opt.step()
         return loss
-    model = nn.Linear(512, 10)
+    model = nn.Linear(2048, 1000)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=True)
-    return step, (model, opt, torch.randn(256, 512), torch.randint(0, 10, (256,))), {}
+    return step, (model, opt, torch.randn(4096, 2048), torch.randint(0, 1000, (4096,))), {}
+
+
+def case_default_sgd_runs_as_foreach_on_cuda():
+    """The default SGD: a for loop on meta and the CPU, foreach on CUDA (torch/optim/optimizer.py,
+    _default_to_fused_or_foreach): no cost on a GPU, so no finding (issue 32; it was a "for-loop optimizer")."""
+    def step(model, opt, x, y):
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512))
+    return step, (model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), torch.randn(4096, 512),
+                  torch.randn(4096, 512)), {}

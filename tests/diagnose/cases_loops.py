@@ -59,7 +59,7 @@ def case_bool_mask_loss():
     def step(model, x, y):
         pred = model(x).squeeze(-1)
         keep = y > 0
-        loss = F.mse_loss(pred[keep], y[keep])  # expect: 06 host sync
+        loss = F.mse_loss(pred[keep], y[keep])  # expect: 06 host sync | 04 launch-bound step
         loss.backward()  # expect: 06 host sync
     return step, (nn.Linear(512, 1), torch.randn(1024, 512), torch.randn(1024)), {}
 
@@ -148,7 +148,7 @@ def case_buffer_made_per_micro_batch():
         total = 0
         for chunk in x.chunk(4):
             acc = torch.zeros(chunk.shape[0], 10, device=x.device)  # expect: 06 allocation churn
-            total = total + (model(chunk) + acc).logsumexp(-1).sum()
+            total = total + (model(chunk) + acc).logsumexp(-1).sum()  # expect: 04 launch-bound step
         total.backward()
     return step, (_model(), torch.randn(512, 512)), {}
 
@@ -166,7 +166,7 @@ def case_dataset_getitem_rows():
         ds = Rows(x)
         idx = torch.randperm(len(x))[:64]
         xb = torch.stack([ds[i] for i in idx])  # expect: 06 row-by-row gather
-        model(xb).sum().backward()
+        model(xb).sum().backward()  # expect: 04 launch-bound step
     return step, (_model(), torch.randn(1024, 512)), {}
 
 

@@ -77,7 +77,7 @@ def case_linears_side_by_side_functional():
     def step(x, ws):
         ys = []
         for g in range(ws.shape[0]):
-            ys.append(x[:, g] @ ws[g])  # expect: 03 GEMMs in a Python loop
+            ys.append(x[:, g] @ ws[g])  # expect: 03 GEMMs in a Python loop | 04 launch-bound step
         torch.stack(ys, 1).sum().backward()
     return step, (torch.randn(64, 12, 32), torch.randn(12, 32, 32, requires_grad=True)), {}
 
@@ -117,18 +117,6 @@ def case_tiny_layers_launch_bound():
             x = torch.relu(layer(x))  # expect: 04 launch-bound step
         x.sum().backward()
     return step, (nn.ModuleList(nn.Linear(32, 32) for _ in range(60)), torch.randn(4, 32)), {}
-
-
-def case_default_sgd_on_cpu():
-    """The default SGD: a for loop on the CPU (CUDA would pick foreach)."""
-    def step(model, opt, x, y):
-        loss = F.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()  # expect: 04 for-loop optimizer
-    model = _mlp(512, 3)
-    return step, (model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), torch.randn(256, 512),
-                  torch.randn(256, 512)), {}
 
 
 def case_adam_foreach_false():

@@ -17,10 +17,9 @@ import time
 from dataclasses import dataclass, field
 
 from . import cases_clean, cases_loops, cases_pitfalls, cases_real, cases_real2, cases_real_clean
-from .catalogue import expected, run
+from .catalogue import STEP_WIDE, expected, run
 
 MODULES = (cases_pitfalls, cases_loops, cases_clean, cases_real, cases_real2, cases_real_clean)
-STEP_WIDE = ("launch-bound step",)
 
 
 def cases(modules=MODULES) -> list:
@@ -45,6 +44,19 @@ def _place(file: str, line: int) -> str:
 
 
 def score_case(case, diagnose) -> Row:
+    """One case, as in a fresh process: distributions validate their arguments (torch's default; the first
+    torch.compile in a process turns that off for the whole process: torch/_dynamo/eval_frame.py, TorchPatcher)."""
+    from torch.distributions import Distribution
+
+    before = Distribution._validate_args
+    Distribution.set_default_validate_args(__debug__)
+    try:
+        return _score_case(case, diagnose)
+    finally:
+        Distribution.set_default_validate_args(before)
+
+
+def _score_case(case, diagnose) -> Row:
     import lessons_lib
 
     row = Row(case.__name__.removeprefix("case_"))
@@ -104,10 +116,10 @@ def table(rows: list[Row]) -> str:
 
 
 def score(modules=MODULES, only=()) -> list[Row]:
-    """One Row per case (those whose name contains one of `only`, when given)."""
+    """One Row per case (those whose name or module contains one of `only`, when given)."""
     import lessons_lib
 
-    chosen = [c for c in cases(modules) if not only or any(o in c.__name__ for o in only)]
+    chosen = [c for c in cases(modules) if not only or any(o in c.__name__ or o in c.__module__ for o in only)]
     return [score_case(c, lessons_lib.diagnose) for c in chosen]
 
 

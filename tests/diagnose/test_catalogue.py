@@ -6,7 +6,7 @@ import pytest
 
 import lessons_lib
 
-from . import cases_clean, cases_loops, cases_pitfalls
+from . import cases_clean, cases_loops, cases_pitfalls, cases_real, cases_real2, cases_real_clean
 from .catalogue import check, expected, run
 
 
@@ -17,13 +17,15 @@ def _cases(module):
 
 PITFALLS = _cases(cases_pitfalls) + _cases(cases_loops)
 CLEAN = _cases(cases_clean)
+REAL, REAL_CLEAN = _cases(cases_real) + _cases(cases_real2), _cases(cases_real_clean)  # scored: test_score.py
 
 
 def test_the_catalogue_is_big_enough_and_covers_every_kind():
-    assert len(PITFALLS) >= 20 and len(CLEAN) >= 10
-    kinds = {kind for case in PITFALLS for _l, kind, _line, _file in expected(case)}
+    assert len(PITFALLS) >= 20 and len(CLEAN) >= 10 and len(REAL) + len(REAL_CLEAN) >= 15
+    kinds = {kind for case in PITFALLS + REAL for _l, kind, _line, _file in expected(case)}
     assert kinds == set(lessons_lib.diagnose.KINDS), set(lessons_lib.diagnose.KINDS) - kinds
-    assert all(expected(case) for case in PITFALLS) and not any(expected(case) for case in CLEAN)
+    assert all(expected(case) for case in PITFALLS + REAL)
+    assert not any(expected(case) for case in CLEAN + REAL_CLEAN)
 
 
 @pytest.mark.parametrize("case", PITFALLS, ids=lambda c: c.__name__[5:])
@@ -43,4 +45,5 @@ def test_each_clean_step_reports_nothing(case):
     assert report.clean and report.findings == [] and bool(report)
     text = str(report)
     assert text.startswith("✓ no pitfall found") and "what diagnose cannot see" in text
-    assert all(n == 0 or isinstance(n, str) for n in report.checked.values()) and len(report.checked) == 14
+    assert all(n == 0 or isinstance(n, str) for n in report.checked.values())
+    assert len(report.checked) == len(lessons_lib.diagnose.CHECKED)

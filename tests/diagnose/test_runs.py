@@ -115,7 +115,7 @@ def test_a_method_of_a_module_is_diagnosed_on_a_copy_of_its_module():
     class Trainer(nn.Module):
         def __init__(self):
             super().__init__()
-            self.net = nn.Linear(32, 32)
+            self.net = nn.Linear(2048, 2048)  # big enough not to be launch-bound on a T4
 
         def training_step(self, x):
             loss = self.net(x).square().mean()
@@ -123,7 +123,7 @@ def test_a_method_of_a_module_is_diagnosed_on_a_copy_of_its_module():
             return loss.item()
 
     t = Trainer()
-    report = lessons_lib.diagnose(t.training_step, torch.randn(8, 32))
+    report = lessons_lib.diagnose(t.training_step, torch.randn(4096, 2048))
     assert report.ran_on == "meta" and report.kinds == ["host sync"] and t.net.weight.grad is None
 
 
@@ -131,14 +131,14 @@ def test_capture_hazards_only_when_asked_and_the_fused_optimizer_is_not_judged_o
     report = run(cases_pitfalls.case_capture_hazards, lessons_lib.diagnose, graphs=False)
     assert "capture hazard" not in report.kinds and report.graph_report is None
     assert report.checked["capture hazards (05)"] == "not asked (graphs=True)"
-    model = nn.Linear(64, 64)
+    model = nn.Linear(2048, 2048)  # big enough not to be launch-bound on a T4
     opt = torch.optim.SGD(model.parameters(), lr=torch.tensor(0.1), momentum=0.9, fused=True)
 
     def step(model, opt, x):
         model(x).sum().backward()
         opt.step()
 
-    report = lessons_lib.diagnose(step, model, opt, torch.randn(8, 64), graphs=True)
+    report = lessons_lib.diagnose(step, model, opt, torch.randn(4096, 2048), graphs=True)
     assert report.clean and report.graph_report is not None and any("fused" in n for n in report.notes)
 
 
