@@ -72,7 +72,8 @@ def test_the_starter_timed_once_a_side_can_look_fast_but_paired_rounds_refuse_it
     # The H200's "✓ 2.0×" for the untouched starter: one lucky round. Rounds that disagree decide nothing.
     _rounds(monkeypatch, [2.0, 0.6, 1.0, 1.7, 0.9] * 2, [1.0] * 10)
     _name, ok, detail = grading.speed_check("fast", lambda: None, lambda: None, 1.3, "cpu")
-    assert ok is False and detail.startswith("not decided on this run: 10 paired rounds put it at 0.6–2× (99.5% interval)")
+    assert ok is False
+    assert detail.startswith("not decided on this run: 10 paired rounds put it at 0.6–2× (99.5% interval)")
     # the median reaches the bar, but a third of the rounds found the two equal: the interval reaches 1, so it
     # is not a decided win (the median alone would have passed it)
     rounds = [1.0, 1.0, 1.0, 1.3, 1.31, 1.31, 1.32, 1.35, 1.37, 1.0]
@@ -142,6 +143,9 @@ def test_precision_label_names_tf32_only_where_cublas_or_cudnn_may_use_it():
             torch.set_float32_matmul_precision(before)
 
 
+LIMIT = 300  # a trace's first call on a machine at load 14 ran past the reader's 20 s: no clock is under test here
+
+
 def test_analyse_reader_finds_an_input_changed_in_place_on_either_path():
     # Lesson 04's checker passed code that zeroed its bias after computing, except when traced on meta.
     def zeroes(x, b):
@@ -152,7 +156,7 @@ def test_analyse_reader_finds_an_input_changed_in_place_on_either_path():
     def make(device):
         return torch.ones(3, device=device), torch.ones(3, device=device)
 
-    _r, where, problem = grading.analyse_reader(lambda x, b: zeroes(x, b), make, check_inputs=True)
+    _r, where, problem = grading.analyse_reader(lambda x, b: zeroes(x, b), make, check_inputs=True, limit=LIMIT)
     assert where == "meta" and "changed input 1 in place" in problem  # meta: the version counter
     assert grading.check_name(problem, "can be traced") == "leaves its inputs as they were"
 
@@ -162,7 +166,9 @@ def test_analyse_reader_finds_an_input_changed_in_place_on_either_path():
         b.data.zero_()
         return x + 1
 
-    _r, where, problem = grading.analyse_reader(lambda x, b: zeroes_values(x, b), make, check_inputs=True)
+    _r, where, problem = grading.analyse_reader(lambda x, b: zeroes_values(x, b), make, check_inputs=True,
+                                                limit=LIMIT)
     assert where == "cpu" and "changed input 1 in place" in problem
-    _r, _where, problem = grading.analyse_reader(lambda x, b: zeroes(x, b), make)  # opt-in: old callers unchanged
+    # opt-in: old callers unchanged
+    _r, _where, problem = grading.analyse_reader(lambda x, b: zeroes(x, b), make, limit=LIMIT)
     assert problem is None
