@@ -48,17 +48,25 @@ def _without_gpu_line(text: str) -> str:
 
 def test_broken_benchmark_fails_with_a_deterministic_verdict():
     # the same on every machine, a GPU present or not: only the [GPU] line may differ
+    # On a machine that serves each call as asked, word for word. On a busy one a mistake that only adds time
+    # (cold start, rare outliers) may land where interruptions reach: that line says "not decided", never passes;
+    # the asynchronous mistake reports too little, which no load can rescue.
     for _ in range(2):
         v = E.check_exercise(E.broken_benchmark)
         assert not v.passed
-        assert _without_gpu_line(str(v)) == _without_gpu_line(BROKEN_VERDICT)
+        got, want = (_without_gpu_line(t).splitlines() for t in (str(v), BROKEN_VERDICT))
+        assert len(got) == len(want), str(v)
+        for g, w in zip(got, want):
+            busy = w.startswith(("  ✗ cold start:", "  ✗ rare outliers:")) and g.startswith(w.split("(")[0]) \
+                and g.endswith(f"({E.NOT_DECIDED})")
+            assert g == w or busy, str(v)
 
 
 def test_solution_passes():
     # The machine-independent lines. The [GPU] line times a real matmul against the harness: a timing,
     # so a claim test's business (under the simulated GPU it computes on a busy CPU).
     v = E.check_exercise(solution)
-    assert [ok for _n, ok, _d in v.on_every_machine().checks] == [True, True, True], str(v)
+    assert _honest(v), str(v)
 
 
 def test_the_harness_itself_passes_when_it_waits():
@@ -68,15 +76,16 @@ def test_the_harness_itself_passes_when_it_waits():
     # asserted: the harness never reports too little (noise adds time).
     v = E.check_exercise(lambda fn, sync: timing.measure(lambda: (fn(), sync()), min_run_time=0.1).median)
     lines = {name.split(":")[0]: (ok, detail) for name, ok, detail in v.on_every_machine().checks}
-    assert lines["cold start"][0] and lines["asynchronous"][0], str(v)
-    assert lines["rare outliers"][0] or "too much" in lines["rare outliers"][1], str(v)
+    assert all(lines[k][0] or lines[k][1] == E.NOT_DECIDED for k in ("cold start", "asynchronous")), str(v)
+    assert lines["rare outliers"][0] or "too much" in lines["rare outliers"][1] or \
+        lines["rare outliers"][1] == E.NOT_DECIDED, str(v)
 
 
 def test_the_harness_with_one_call_a_sample_passes_every_line():
     # The solution's form: block=1e-3 makes each sample one 5 ms call, so an outlier spoils one sample of
     # many, whatever the load (the default blocks hold 10 calls or more, and failed on a busy CI machine)
     v = E.check_exercise(lambda fn, sync: timing.measure(lambda: (fn(), sync()), min_run_time=0.1, block=1e-3).median)
-    assert [ok for _n, ok, _d in v.on_every_machine().checks] == [True, True, True], str(v)
+    assert _honest(v), str(v)
 
 
 @pytest.mark.parametrize("bench, fails", [
@@ -88,13 +97,18 @@ def test_each_mistake_fails_exactly_its_own_check(bench, fails):
     # The machine-independent lines only: the [GPU] line's outcome is a claim test's business.
     v = E.check_exercise(bench)
     failed = [name.split(":")[0] for name, ok, _d in v.on_every_machine().checks if ok is False]
-    if bench is no_sync:  # reports too little by design; noise can only add to it, never rescue it
-        assert failed == [fails], str(v)
+    assert fails in failed, str(v)  # never passed, busy or not
+    others = [(n, d) for n, ok, d in v.on_every_machine().checks if ok is False and not n.startswith(fails)]
+    if bench is no_sync:  # reports too little by design; noise can only add to it, never rescue it. Its other
+        assert all(d == E.NOT_DECIDED for _n, d in others), str(v)  # lines are honest: at worst undecided
     else:  # one call, or a mean, is at the mercy of noise: other lines may fail too, but only by reporting too much
-        assert fails in failed, str(v)
-        others = [(n, d) for n, ok, d in v.on_every_machine().checks if ok is False and not n.startswith(fails)]
-        assert all("too much" in d for _n, d in others), str(v)
+        assert all("too much" in d or d == E.NOT_DECIDED for _n, d in others), str(v)
     assert not v.passed
+
+
+def _honest(v) -> bool:
+    """An honest benchmark's lines: each passes, or says the machine was too busy to tell (never "too much")."""
+    return all(ok or d == E.NOT_DECIDED for _n, ok, d in v.on_every_machine().checks)
 
 
 def _a_busy_machine(monkeypatch, late=0.004):
@@ -116,7 +130,7 @@ def test_an_honest_benchmark_passes_on_a_busy_machine(monkeypatch):
     # the machine served, an honest benchmark passes and the mistakes still fail on their own lines.
     _a_busy_machine(monkeypatch)
     v = E.check_exercise(solution)
-    assert [ok for _n, ok, _d in v.on_every_machine().checks] == [True, True, True], str(v)
+    assert _honest(v), str(v)
     v = E.check_exercise(E.broken_benchmark)
     failed = {name.split(":")[0]: d for name, ok, d in v.on_every_machine().checks if ok is False}
     assert set(failed) == {"cold start", "rare outliers", "asynchronous"}, str(v)
@@ -127,6 +141,9 @@ def test_grading_reads_noise_as_added_time_only():
     assert E._grade_one("cold", E.STEADY * 1.2, served=E.STEADY) == (True, "")
     assert E._grade_one("cold", E.STEADY * 1.6, served=E.STEADY)[0] is False
     assert E._grade_one("cold", E.STEADY * 1.6, served=E.STEADY * 1.5) == (True, "")  # the machine served it
+    # past what it served, within what interruptions add to a median of a few samples: not decided, never a pass
+    assert E._grade_one("cold", E.STEADY * 2, served=E.STEADY, at_worst=E.STEADY * 3) == (False, E.NOT_DECIDED)
+    assert "too much" in E._grade_one("cold", E.STEADY * 4, served=E.STEADY, at_worst=E.STEADY * 3)[1]
     ok, advice = E._grade_one("async", E.STEADY * 0.5, served=E.STEADY * 2)  # never rescued by noise
     assert not ok and "too little" in advice
     assert "milliseconds" in E._grade_one("cold", E.STEADY * 1000, served=E.STEADY)[1]
@@ -250,9 +267,10 @@ def test_the_verdict_does_not_rest_on_how_accurately_a_busy_machine_sleeps():
     # The 00 solution's nbval once failed under load: its clock saw time the workload's own waits did not.
     honest, mean = _descheduled(0.003)  # +60% on a 5 ms call
     v = E.check_exercise(honest)
-    assert [ok for _n, ok, _d in v.on_every_machine().checks] == [True, True, True], str(v)
-    failed = {name.split(":")[0] for name, ok, _d in E.check_exercise(mean).on_every_machine().checks if ok is False}
-    assert failed == {"cold start", "rare outliers"}, failed  # the mistakes still fail, busy or not
+    assert _honest(v), str(v)
+    failed = {name.split(":")[0]: d for name, ok, d in E.check_exercise(mean).on_every_machine().checks if ok is False}
+    assert {"cold start", "rare outliers"} <= set(failed), failed  # the mistakes are never passed, busy or not
+    assert all(d == E.NOT_DECIDED for n, d in failed.items() if n not in ("cold start", "rare outliers")), failed
 
 
 def test_a_block_timing_harness_on_a_descheduled_machine_is_not_called_too_slow():
