@@ -123,7 +123,7 @@ class Ratio(Estimate):
 
     num: str = ""
     den: str = ""
-    bounds: tuple[float, float] | None = None  # an interval given with the values (`from_timings`), not from rounds
+    unpaired: float | None = None  # two unpaired measurements' spreads added (`from_timings`): median × (1 ± it)
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -132,12 +132,14 @@ class Ratio(Estimate):
         vals = self.values
         if self.lacking or not vals or any(not 0 < v < math.inf for v in vals):
             return 0.0, math.inf
-        if self.bounds is not None:
-            return self.bounds
+        if self.unpaired is not None:
+            m, s = self.median, self.unpaired
+            return (max(m * (1 - s), 0.0), m * (1 + s)) if s == s else (0.0, math.inf)
         return _ratio_interval(tuple(vals))
 
     low = property(lambda self: self.interval[0])
     high = property(lambda self: self.interval[1])
+    spread = property(lambda self: Estimate.spread.fget(self) if self.unpaired is None else self.unpaired)
 
     @property
     def decided(self) -> bool:
@@ -167,12 +169,13 @@ class Ratio(Estimate):
             return f"not decided {when}: {self.lacking}"
         if any(not 0 < v < math.inf for v in self.values):
             return f"not decided {when}: a round gave no usable time" + ("" if recorded else f": {RERUN}")
-        if self.bounds is None and n < MIN_ROUNDS and self.high == math.inf:
+        if self.unpaired is None and n < MIN_ROUNDS and self.high == math.inf:
             return (f"not decided {when}: {count(n, 'paired round')}, and the noise rule needs {MIN_ROUNDS}"
                     + ("" if recorded else ": give it more time"))
-        what = count(n, "paired round") if self.bounds is None else "the two spreads"
-        return (f"not decided {when}: {what} put it at {self.low:.3g}–{self.high:.3g}× ({LEVEL} interval), "
-                f"either side of 1" + ("" if recorded else f": {RERUN}"))
+        what = f"{count(n, 'paired round')} put it at" if self.unpaired is None else "the two spreads put it at"
+        level = f" ({LEVEL} interval)" if self.unpaired is None else ""
+        return (f"not decided {when}: {what} {self.low:.3g}–{self.high:.3g}×{level}, either side of 1"
+                + ("" if recorded else f": {RERUN}"))
 
     def say(self, template: str, tie: str | None = None, recorded: bool = False, **extra) -> str:
         """`template` formatted with r (the median ratio), low, high (the interval), num and den; `tie` (same
@@ -197,10 +200,7 @@ def _ratio_interval(values: tuple[float, ...]) -> tuple[float, float]:
 def from_timings(num: timing.Timing, den: timing.Timing) -> Ratio:
     """Two unpaired measurements: the ratio of their medians, its interval that × (1 ± the two spreads added).
     A conservative guess with no error rate: where it does not decide, re-measure with `compare`."""
-    r = num.median / den.median
-    s = num.spread + den.spread
-    bounds = (max(r * (1 - s), 0.0), r * (1 + s)) if s == s else (0.0, math.inf)
-    return Ratio([r], num=num.label, den=den.label, bounds=bounds)
+    return Ratio([num.median / den.median], num=num.label, den=den.label, unpaired=num.spread + den.spread)
 
 
 @dataclass

@@ -514,7 +514,11 @@ def _tf32_mixed(matmul: str):
     from tests.lesson03.helpers import tf32_restored
 
     with tf32_restored():
+        # from a known start, whatever an earlier test in this process left: the legacy setting "highest", and
+        # oneDNN's matmul inheriting the global value (a test that set it left it set: then nothing raised)
+        torch.set_float32_matmul_precision("highest")
         torch.backends.fp32_precision = "ieee" if matmul == "tf32" else "tf32"
+        torch.backends.mkldnn.matmul.fp32_precision = "none"
         torch.backends.cuda.matmul.fp32_precision = matmul
         torch.backends.cudnn.conv.fp32_precision = "tf32"
         with pytest.raises(RuntimeError):  # the old getters refuse from here on

@@ -6,10 +6,9 @@ import dataclasses
 
 import torch
 
-from .. import noise, results, timing
+from .. import claim_table, noise, results, timing
 from .. import device as _device
 from ..display import text_table
-from ..timing import fmt_time
 from .variants import fixed_model, fixed_step, posted_model, posted_step
 from .lessons import LESSON, LESSON_KEY, _module_ops, train_peak_bytes
 
@@ -101,19 +100,18 @@ def thread_runs_table() -> str:
 
 
 def reproduce_table(cmp: noise.Comparison) -> str:
-    """Each benchmark's median over the paired rounds (the harness's IQR from the last round)."""
-    rows = [("benchmark", "median over rounds", "± IQR/2 (last round)")]
-    rows += [(n, fmt_time(cmp.median(n)), fmt_time(cmp.timings[n].iqr / 2)) for n in cmp.names]
-    return text_table(rows, numbers=True) + f"\n({len(cmp.rounds[cmp.names[0]])} paired rounds, alternating order)"
+    """Each benchmark over the paired rounds (median and IQR of its rounds' medians), with the two ratios
+    Linear / PseudoLinear that `reproduce_summary` quotes (`claim_table`: one number for both)."""
+    return (claim_table.of(cmp, REPRODUCE_PAIRS)
+            + f"\n({len(cmp.rounds[cmp.names[0]])} paired rounds, alternating order)")
 
 
 def reproduce_summary(cmp: noise.Comparison) -> str:
     """What the reproduction shows on this machine, each sentence decided by the noise rule."""
     posted, fixed = (cmp.ratio(a, b) for a, b in REPRODUCE_PAIRS)
-    lines = [f"posted benchmark: " + posted.say("PseudoLinear is {r:.2f}× as fast as Linear "
-                                                "(rounds {low:.2f}–{high:.2f}×)"),
-             f"fixed benchmark:  " + fixed.say("PseudoLinear is {r:.2f}× as fast as Linear "
-                                               "(rounds {low:.2f}–{high:.2f}×)")]
+    lines = [f"{name} benchmark: ".ljust(18) + claim_table.say(r, "PseudoLinear is {x} as fast as Linear "
+                                                              "(interval {low:.2f}–{high:.2f}×)")
+             for name, r in (("posted", posted), ("fixed", fixed))]
     # fixed ratio over posted ratio, round by round: > 1 when removing the mistakes widened the gap
     change = noise.Ratio([f / p for f, p in zip(fixed.values, posted.values)])
     if not (posted.decided and fixed.decided and change.decided):

@@ -24,13 +24,13 @@ def _rounds(**per):
 
 
 def test_summaries_follow_the_numbers_and_the_noise_rule():
-    steady = dict(posted_Linear=[2.0] * 3, posted_PseudoLinear=[1.8] * 3, fixed_Linear=[2.0] * 3)
-    text = reproduction.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[0.5] * 3))
-    assert "fixed benchmark:  PseudoLinear is 4.00× as fast as Linear" in text
+    steady = dict(posted_Linear=[2.0] * 10, posted_PseudoLinear=[1.8] * 10, fixed_Linear=[2.0] * 10)  # 10: a look
+    text = reproduction.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[0.5] * 10))
+    assert "fixed benchmark:  PseudoLinear is 4× as fast as Linear" in text
     assert "widened the gap" in text
-    assert "less than 10%" in reproduction.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[1.8] * 3))
+    assert "less than 10%" in reproduction.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[1.8] * 10))
     # rounds that disagree: no conclusion, the noise rule's sentence instead
-    text = reproduction.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[0.5, 1.8, 0.2, 3.0, 1.0]))
+    text = reproduction.reproduce_summary(_rounds(**steady, fixed_PseudoLinear=[0.5, 1.8, 0.2, 3.0, 1.0] * 2))
     assert "not decided on this run" in text and "widened" not in text and "less than 10%" not in text
 
 
@@ -72,7 +72,8 @@ def test_without_the_reported_file_the_tables_say_so(monkeypatch):
 def test_reproduce_runs_both_benchmarks(device, one_thread):
     cmp = reproduction.reproduce(device, width=8, batch=4, layers=1, min_run_time=0.005, max_time=1.0)
     assert set(cmp.names) == {"posted Linear", "posted PseudoLinear", "fixed Linear", "fixed PseudoLinear"}
-    assert len(cmp.rounds["fixed Linear"]) >= noise.MIN_ROUNDS
+    # the noise rule's minimum of rounds, or sentences that say the time held fewer (a busy machine)
+    assert len(cmp.rounds["fixed Linear"]) >= noise.MIN_ROUNDS or "give it more time" in reproduction.reproduce_summary(cmp)
     assert reproduction.reproduce_summary(cmp).startswith("posted benchmark: ")
     assert "paired rounds" in reproduction.reproduce_table(cmp)
 
