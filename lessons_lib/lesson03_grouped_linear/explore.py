@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from .. import compiling, results, roofline, trace
+from .. import compiling, noise, results, roofline, trace
 from .. import device as _device
 from .. import grouped_linear as GL
 from ..grouped_linear import tuning as GL_tuning
@@ -80,7 +80,7 @@ def _tf32_title() -> str:
 # the device's peaks where no lesson before measured them. tests/lesson03/test_explore.py counts that work.
 QUICK_TUNE_BUDGET_S = 0.25
 QUICK_MEASURE_S = 0.25  # each measurement of the headline and the sweep, warm-up included
-QUICK_PAIRED = {"rounds": 3, "max_rounds": 3, "max_time": 1.5}
+QUICK_PAIRED = {"rounds": noise.MIN_ROUNDS, "max_rounds": noise.MIN_ROUNDS, "max_time": 1.5}  # one look: the rule's minimum
 SWEEP_SIZES = {"cpu": [8, 16, 32, 64, 128], "cuda": [16, 32, 64, 100, 128, 256]}
 
 
@@ -124,7 +124,7 @@ def _record(dev: torch.device, quick: bool) -> dict:
     if quick:
         grid = {"groups": grid["groups"][:1], "group_size": grid["group_size"][:2]}
     names = [*GRID_VARIANTS, FORUM, AUTO]
-    paired = QUICK_PAIRED if quick else {"rounds": 5, "max_rounds": 9, "max_time": 20.0}
+    paired = QUICK_PAIRED if quick else {"rounds": noise.MIN_ROUNDS, "max_rounds": noise.MIN_ROUNDS, "max_time": 20.0}
     out["grids"] = {}
     for kind, training in (("forward", False), ("training", True)):
         GL.clear_cache()

@@ -153,8 +153,8 @@ def test_a_quick_record_on_a_gpu_asks_for_bounded_work(monkeypatch):
     first = [cap for _mrt, cap in runs if cap in (0.03, explore.QUICK_MEASURE_S)]
     paired = [cap for _mrt, cap in runs if cap not in (0.03, explore.QUICK_MEASURE_S)]
     assert sorted(first) == [0.03] * 4 + [explore.QUICK_MEASURE_S] * 4  # 4 grid points; 2 headline + 2 sweep runs
-    # at most 3 paired rounds at each grid point, each round's measurements within the rounds' limit (noise._paired
-    # shares QUICK_PAIRED's max_time among the rounds the rule needs)
+    # the noise rule's minimum of paired rounds at each grid point (one look), each round's measurements within
+    # the rounds' limit (noise._paired shares QUICK_PAIRED's max_time among the rounds the rule needs)
     assert 0 < len(paired) <= 4 * explore.QUICK_PAIRED["max_rounds"]
     assert all(cap is not None and cap <= explore.QUICK_PAIRED["max_time"] for cap in paired), paired
     assert len(budgets) <= 8 and set(budgets) == {explore.QUICK_TUNE_BUDGET_S}
