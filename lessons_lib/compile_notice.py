@@ -14,8 +14,9 @@ BUSY_LOAD = "load 10-12"  # the load the figures below were measured at (two bus
 # Seconds, measured 2026-11-28 on a 2-core CPU at BUSY_LOAD, each in a fresh process with an empty Inductor cache:
 # lesson 03's compile of the loop (Inductor, batch_linear fusion: 110 and 129 s), lesson 04's compile of
 # PseudoLinear (Inductor, dynamic shapes: 93 s; 62 s with the cache 03's compile left) and 04's training step
-# with the CPU's stand-in backend (no code generation: 24.6 s). On a student's laptop at load 6-7 03's took 52 s.
-BUSY_S = {"03 loop": 130.0, "04 PseudoLinear": 95.0, "04 training step": 25.0}
+# with the CPU's stand-in backend (no code generation: 24.6 s); lesson 02's broadcast step, forward and backward
+# (Inductor: 10.1 s, in the workshop kit's Run All at load 10-25). On a student's laptop at load 6-7 03's took 52 s.
+BUSY_S = {"02 broadcast step": 10.0, "03 loop": 130.0, "04 PseudoLinear": 95.0, "04 training step": 25.0}
 BY_BACKEND = {"inductor": max(BUSY_S["03 loop"], BUSY_S["04 PseudoLinear"]),
               "aot_eager_decomp_partition": BUSY_S["04 training step"]}
 

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 
 from .. import device as _device
-from .. import compiling, memory, timing
+from .. import compile_notice, compiling, memory, timing
 from ..device import fmt_bytes
 from ..lesson import Variant
 from .explore import LESSON
@@ -86,16 +85,13 @@ def compile_check(params: dict | None = None, device=None, backend: str | None =
         return report
     full = LESSON.check(params or {}, dev, torch.float32)
     x, W, g = make_inputs(full, dev, torch.float32)
-    try:  # only the compile itself: a missing or failing compiler is reported, a bug elsewhere is not hidden
-        compiled = torch.compile(broadcast_matmul, backend=backend, dynamic=False)
-        t0 = time.perf_counter()
-        train_step(compiled, x, W, g)
-        _device.synchronize(dev)
-        report.compile_s = time.perf_counter() - t0
-    except (RuntimeError, OSError, ImportError, NotImplementedError) as err:  # dynamo/inductor errors are RuntimeErrors
-        first = (str(err).strip().splitlines() or [""])[0][:200]
-        report.problem = f"torch.compile failed here ({type(err).__name__}: {first})"
+    # compiling.compile_cold announces the compile first and turns a missing or failing compiler into a sentence
+    cold = compiling.compile_cold(broadcast_matmul, x, W, backend=backend, step=lambda f, x, W: train_step(f, x, W, g),
+                                  busy_s=compile_notice.BUSY_S["02 broadcast step"])
+    if not cold.ok:
+        report.problem = cold.problem
         return report
+    compiled, report.compile_s = cold.fn, cold.cold_s
     odd = {"batch": 5, "groups": 3, "dim": 7}
     check = dataclasses.replace(LESSON, variants=[LESSON.variant(LESSON.baseline), Variant("torch.compile", compiled)])
     rows = check.check_correct([full, odd], dev, seed=0)

@@ -23,9 +23,10 @@ def test_compile_check_explains_instead_of_raising(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.skipif(device.compile_problem() is not None, reason="torch.compile cannot run here")
-def test_compile_check_on_cpu_reports_what_the_partitioner_saved():
+def test_compile_check_on_cpu_reports_what_the_partitioner_saved(capsys):
     report = evidence_compile.compile_check({"batch": 16, "groups": 4, "dim": 8}, "cpu", min_run_time=0.01)
     assert report.problem is None, report.problem
+    assert capsys.readouterr().out.startswith("Compiling broadcast_matmul (torch.compile")  # announced, not silent
     assert report.correct.startswith("✓ all 2 variants match")
     assert "CompiledFunctionBackward" in report.graph
     # measured fact on CPU with inductor's partitioner: the expanded copy is still saved
