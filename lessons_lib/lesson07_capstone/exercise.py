@@ -212,7 +212,10 @@ def _at(found, n_steps=STEPS) -> str:
     return "; ".join(parts)
 
 
-# (checker line, the diagnose kinds it reads)
+# (checker line, the diagnose kinds it reads): the starter's pitfalls, then GUARDS, wrong answers the starter does
+# not have ("no ..."). The starter's SGD is not one: a for loop over the parameters is its default on a CPU only,
+# foreach on CUDA, so diagnose (pricing the step as CUDA runs it) finds nothing there; an update written by hand
+# (an op per parameter), or torch.optim with foreach=False, it does find.
 LINES = (
     ("broadcast matmul (lesson 01)", ("broadcast matmul", "expanded copy kept for backward")),
     ("loop of small Linears (lesson 03)", ("GEMMs in a Python loop",)),
@@ -221,9 +224,11 @@ LINES = (
     ("host syncs in the loop on a GPU (lesson 06)", ("host sync",)),
     ("cat in the loop (lesson 06)", ("cat in a loop",)),
     ("batch stacked sample by sample (lesson 06)", ("row-by-row gather",)),
-    ("optimizer loop over parameters (lesson 04; SGD's default on a CPU, not on CUDA)", ("for-loop optimizer",)),
+    ("no optimizer looping over the parameters on CUDA (lesson 04: an update by hand, or foreach=False)",
+     ("for-loop optimizer",)),
     ("no graph kept alive across steps (lessons 02 and 07: log loss.detach() or loss.item())", ("graph kept alive",)),
 )
+GUARDS = 2  # the last LINES: passed by the starter, failed by a wrong answer
 
 
 def _gist(f) -> str:
