@@ -98,7 +98,11 @@ class Deciding:
 
     def _decide_estimate(self, cal, params) -> float:
         """At most: paired rounds of the contenders, as `decide` runs them (here: the variants predicted
-        within CONTENDER× of the fastest, at least two)."""
+        within CONTENDER× of the fastest, at least two): up to the last look, and never past DECIDE_MAX_TIME
+        and the round under way when it runs out (a round that would not fit is not started: `noise._paired`).
+        Ten full rounds (the first look) overstated it where a round is slow: lesson 07's explorer at its
+        default shape beside two busy loops was estimated 34 s to decide, refused at the 30 s budget, and
+        decided (or said it could not) in 1.8 s."""
         names = self._comparable(v.name for v in self.lesson.variants)
         if len(names) < 2:
             return 0.0
@@ -107,7 +111,7 @@ class Deciding:
         top = sorted(names, key=alone.get)
         top = top[:2] + [n for n in top[2:] if alone[n] <= CONTENDER * best]
         one = self.lesson.predict(cal, params, variants=top, min_run_time=0.01)
-        return max(DECIDE_ROUNDS * one, min(DECIDE_MAX_ROUNDS * one, DECIDE_MAX_TIME))
+        return min(DECIDE_MAX_ROUNDS * one, DECIDE_MAX_TIME + one)
 
 
 def _say(ratio, a: str, b: str, rounds: str) -> str:

@@ -107,3 +107,18 @@ def test_the_explorers_steps_keep_their_optimizer():
     opt = X._OPTS[models["original"]]
     step(x, y, models)
     assert X._OPTS[models["original"]] is opt and len(opt.state) == len(list(models["original"].parameters()))
+
+
+def test_the_explorers_estimate_of_deciding_stops_where_deciding_does(monkeypatch):
+    """Lesson 07's Run at its default shape beside two busy loops was refused (estimated 42 s against the 30 s
+    budget): 34 s of it were ten full rounds of the contenders, where `decide` stops at DECIDE_MAX_TIME (it took
+    1.8 s). Each variant predicted at 1 s a measurement here: no clock."""
+    from lessons_lib.explorer_verdict import DECIDE_MAX_ROUNDS, DECIDE_MAX_TIME
+
+    ex = X.explorer("cpu")
+    monkeypatch.setattr(ex.lesson, "predict", lambda cal, params, variants=None, **kw: float(len(variants)))
+    one_round = len(X.STAGES)  # every stage predicted alike: all are contenders
+    assert one_round < ex._decide_estimate(None, X.LESSON.defaults("cpu")) <= DECIDE_MAX_TIME + one_round
+    monkeypatch.setattr(ex.lesson, "predict", lambda cal, params, variants=None, **kw: 0.01 * len(variants))
+    fast = ex._decide_estimate(None, X.LESSON.defaults("cpu"))
+    assert fast == pytest.approx(DECIDE_MAX_ROUNDS * 0.06)  # fast rounds: up to the last look
