@@ -24,6 +24,7 @@ are yours).
 from __future__ import annotations
 
 import copy
+import enum
 import functools
 import os
 import sys
@@ -72,15 +73,16 @@ class Copier:
         self.pairs: list[tuple] = []
         self.leaves: list[torch.Tensor] = []
         self.notes: list[str] = []
-        self.compiled: list[str] = []
-        self.devices: set[str] = set()  # where the originals lived  # what was under torch.compile (copied as the module or function it compiles)
+        self.compiled: list[str] = []  # what was under torch.compile (copied as the module or function it compiles)
+        self.devices: set[str] = set()  # where the originals lived
+        self.stdio = _STDIO()  # the process's streams, shared
 
     # --- the walk -----------------------------------------------------------------------------------------
     def copy(self, obj, where: str = "the step", ctx: str = "free"):
         hit = self.memo.get(id(obj), self)
         if hit is not self:
             return hit
-        if isinstance(obj, _ATOMIC) or _is_enum(obj) or any(obj is s for s in _STDIO()):
+        if isinstance(obj, _ATOMIC) or isinstance(obj, enum.Enum) or any(obj is s for s in self.stdio):
             return obj
         stand = stand_in(obj)  # the sandbox's stand-ins for torch.save, open, os.remove, ...
         if stand is not None:
@@ -158,7 +160,7 @@ class Copier:
         if found is not NOT_SPECIAL:
             return self._set(obj, found)
         if type(obj).__module__ == "numpy" and type(obj).__name__ in ("ndarray", "memmap"):
-            return self._set(obj, obj if host or not obj.flags.writeable else obj.copy())
+            return self._set(obj, obj if not obj.flags.writeable else obj.copy())  # read-only (a memmap "r"): shared
         if isinstance(obj, torch.nn.Module) and hasattr(obj, "_orig_mod"):  # a torch.compile'd module
             self.compiled.append(where)
             return self._set(obj, self.copy(obj._orig_mod, where, ctx))
@@ -173,9 +175,9 @@ class Copier:
                                          t.device.type == "cpu" and not self.free_to_meta):
             self.shared.append(t)
             return t
-        if self.to == "meta":
+        if self.to == "meta" and not (ctx == "batch" and t.device.type == "cpu" and not t.requires_grad):
             new = torch.empty_like(t, device="meta")
-        else:
+        else:  # a batch on the host, of a step that names the GPU itself: it stays there (a copy), moved by the step
             new = t.detach().clone()
             if t.device.type == "cpu" and _pinned(t):
                 new = new.pin_memory()
@@ -242,6 +244,10 @@ class Copier:
                     new.__dict__.update(self._attributes(state, where, ctx))
                 for k, v in self._attributes(slots or {}, where, ctx).items():
                     setattr(new, k, v)
+        if isinstance(obj, torch.optim.Optimizer):  # what __getstate__ leaves out: LBFGS's _params (the copy's
+            for k, v in obj.__dict__.items():  # param list, by the memo), a subclass's caches; a scheduler's
+                if k not in new.__dict__ and k != "step":  # step wrapper is copy_step's
+                    new.__dict__[k] = self.copy(v, f"{where}.{k}", ctx)
         if listiter is not None:
             for item in listiter:
                 new.append(self.copy(item, where, ctx))
@@ -268,11 +274,15 @@ def copy_step(fn, args: tuple, kwargs: dict, to: str = "meta", names=(), free_to
     host."""
     if free_to_meta is None:
         free_to_meta = home(fn, args, kwargs) == "cpu"
+    # Nothing on CUDA, yet the step holds torch.device("cuda") (trainer.device, a `device` argument): it moves its
+    # batches there itself, so the host tensors it is given are batches on the host, where the reader's run has them.
+    ctx = "batch" if to == "meta" and _reaches_cuda(fn, args, kwargs, tensors_only=False) and \
+        not _reaches_cuda(fn, args, kwargs, tensors_only=True) else "arg"
     copier = Copier(to, free_to_meta)
     new_fn = copier.copy(fn, getattr(fn, "__name__", None) or "the step")
-    new_args = tuple(copier.copy(a, names[i] if i < len(names) else f"argument {i + 1}", "arg")
+    new_args = tuple(copier.copy(a, names[i] if i < len(names) else f"argument {i + 1}", ctx)
                      for i, a in enumerate(args))
-    new_kwargs = {k: copier.copy(v, k, "arg") for k, v in kwargs.items()}
+    new_kwargs = {k: copier.copy(v, k, ctx) for k, v in kwargs.items()}
     for orig, new in copier.pairs:  # an LR scheduler wrapped the optimizer's step: the copy's scheduler expects it
         if isinstance(orig, torch.optim.Optimizer) and hasattr(orig.__dict__.get("step"), "_wrapped_by_lr_sched"):
             _mark_stepped(new)
@@ -282,16 +292,23 @@ def copy_step(fn, args: tuple, kwargs: dict, to: str = "meta", names=(), free_to
 def home(fn, args: tuple, kwargs: dict) -> str:
     """"cuda" if a tensor or a module the step reaches directly (its arguments, closure, globals, `self`, a
     partial's arguments, one level into objects) lives on CUDA, else "cpu". A look, not a copy."""
+    return "cuda" if _reaches_cuda(fn, args, kwargs, tensors_only=True) else "cpu"
+
+
+def _reaches_cuda(fn, args: tuple, kwargs: dict, tensors_only: bool) -> bool:
+    """A tensor the step reaches lives on CUDA, or (tensors_only=False) it holds a torch.device("cuda")."""
     seen: set[int] = set()
     todo = [fn, args, kwargs]
     while todo:
         o = todo.pop()
+        if isinstance(o, torch.device) and o.type == "cuda" and not tensors_only:
+            return True
         if id(o) in seen or isinstance(o, _ATOMIC):
             continue
         seen.add(id(o))
         if isinstance(o, torch.Tensor):
             if o.device.type == "cuda":
-                return "cuda"
+                return True
         elif isinstance(o, torch.nn.Module):
             todo += list(o.parameters())[:1] + list(o.buffers())[:1]
         elif isinstance(o, (list, tuple, set, frozenset)):
@@ -307,7 +324,7 @@ def home(fn, args: tuple, kwargs: dict) -> str:
             todo += [o.func, o.args, o.keywords]
         elif len(seen) < 10_000 and not isinstance(o, (types.FunctionType, types.BuiltinFunctionType)):
             todo += list(getattr(o, "__dict__", {}).values())
-    return "cpu"
+    return False
 
 
 def _filled(cell) -> bool:
@@ -335,12 +352,6 @@ def _pinned(t: torch.Tensor) -> bool:
         return bool(t.is_pinned())
     except Exception:  # no accelerator: nothing is pinned
         return False
-
-
-def _is_enum(obj) -> bool:
-    import enum
-
-    return isinstance(obj, enum.Enum)
 
 
 def _STDIO() -> tuple:

@@ -136,7 +136,9 @@ def _file(f, where: str):
     if f.closed:
         return f
     if f.writable():
-        return Sink(name if name is not None else where, getattr(f, "mode", "w"))
+        sink = Sink(name if name is not None else where, getattr(f, "mode", "w"))
+        sink.held = True
+        return sink
     if isinstance(name, str) and f.seekable():
         again = open(name, getattr(f, "mode", "r"))
         again.seek(f.tell())

@@ -43,7 +43,6 @@ MAX_OPS = int(os.environ.get("LESSONS_LIB_SANDBOX_OPS", 300_000))
 MAX_SECONDS = float(os.environ.get("LESSONS_LIB_SANDBOX_SECONDS", 60.0))
 
 
-
 class Stopped(BaseException):
     """The step ran past the budget, or was about to write into the reader's data. Not an Exception: a
     step's own `except Exception:` must not swallow it (a loop would go on)."""
@@ -66,7 +65,7 @@ class Box:
         self.depth = 0  # inside call(): the reader's code is running
 
     def record(self, what: str, path: str) -> None:
-        where = user_frame(3)
+        where = _readers_line()
         if not any(w[:2] == (what, path) for w in self.writes):
             self.writes.append((what, path, where))
 
@@ -74,8 +73,8 @@ class Box:
         if not self.writes:
             return []
         done = "; ".join(f"{what} {path!r} at {w.place}" if w is not NOWHERE else f"{what} {path!r}"
-                         for what, path, w in self.writes[:4])
-        more = f" and {count(len(self.writes) - 4, 'more write')}" if len(self.writes) > 4 else ""
+                         for what, path, w in self.writes[:6])
+        more = f" and {count(len(self.writes) - 6, 'more write')}" if len(self.writes) > 6 else ""
         return [f"the step writes to disk; none of it happened (your files are as they were): {done}{more}"]
 
     def tick(self) -> None:
@@ -102,35 +101,43 @@ class Box:
         raise Stopped(sentence)
 
 
+def _readers_line() -> Where:
+    """The innermost line of the reader's own code on the stack (not numpy's np.save, not torch's)."""
+    frame = sys._getframe(2)
+    while frame is not None and library_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return NOWHERE
+    file, line = frame.f_code.co_filename, frame.f_lineno
+    return Where(file, line, linecache.getline(file, line).strip().split("  #")[0].strip(), frame.f_code.co_name)
+
+
 def loop_line() -> tuple[Where, bool]:
-    """The `while` (or `for`) loop of the reader's code that encloses the current line, innermost frame first;
-    else the reader's line itself."""
-    here = user_frame(2)
-    frame = sys._getframe(1)
+    """The loop of the reader's code that had not ended: the innermost `while` on the stack (a loop that waits on
+    a value), else the outermost `for` (an epoch, not a model's loop over its layers); else the reader's line."""
+    frame, whiles, fors = sys._getframe(1), [], []
     while frame is not None:
         file, line = frame.f_code.co_filename, frame.f_lineno
         if not library_file(file):
-            node = _enclosing_loop(file, line)
-            if node is not None:
-                return Where(file, node.lineno, linecache.getline(file, node.lineno).strip(), frame.f_code.co_name), \
-                    True
+            for node in _enclosing_loops(file, line):
+                (whiles if isinstance(node, ast.While) else fors).append((file, node.lineno, frame.f_code.co_name))
         frame = frame.f_back
-    return here, False
+    found = whiles[0] if whiles else fors[-1] if fors else None
+    if found is None:
+        return _readers_line(), False
+    file, line, function = found
+    return Where(file, line, linecache.getline(file, line).strip(), function), True
 
 
-def _enclosing_loop(file: str, line: int):
+def _enclosing_loops(file: str, line: int) -> list:
+    """The loops that enclose `line` in `file`, innermost first."""
     try:
         tree = ast.parse("".join(linecache.getlines(file)))
     except (SyntaxError, ValueError):
-        return None
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.While, ast.For)) and node.lineno <= line <= (node.end_lineno or node.lineno):
-            if isinstance(node, ast.While) and (best is None or isinstance(best, ast.For) or node.lineno > best.lineno):
-                best = node
-            elif best is None or (isinstance(best, ast.For) and node.lineno > best.lineno):
-                best = node
-    return best
+        return []
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.While, ast.For, ast.AsyncFor))
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return sorted(loops, key=lambda n: -n.lineno)
 
 
 def _storage(t: torch.Tensor):
@@ -174,9 +181,27 @@ class _Watch(EagerWatch):
                                f"aten.{func.overloadpacket.__name__}), a tensor diagnose reads from your data without "
                                "copying it; stopped before the write (nothing changed): copy it first (x = x.clone())")
                 raise Stopped(box.stopped)
-            if box.meta and box.home == "cpu" and func.overloadpacket.__name__ not in _MIXES:
+            name = func.overloadpacket.__name__
+            if box.meta and name in ("_to_copy", "copy_"):
+                stand = _meta_to_host(name, args, kwargs)
+                if stand is not None:
+                    return stand
+            if box.meta and box.home == "cpu" and name not in _MIXES:
                 args, kwargs = _host_to_meta(args), {k: _host_to_meta(v) for k, v in kwargs.items()}
         return func(*args, **kwargs)
+
+
+def _meta_to_host(name: str, args, kwargs):
+    """A copy from meta to the host (loss.to("cpu")): zeros stand in for values meta does not hold (as .cpu()'s
+    do under the sync detector); None for any other copy."""
+    if name == "_to_copy":
+        src, dst = args[0], kwargs.get("device")
+        if src.device.type == "meta" and dst is not None and torch.device(dst).type == "cpu":
+            return torch.zeros(src.shape, dtype=kwargs.get("dtype") or src.dtype, device="cpu")
+    elif len(args) > 1 and isinstance(args[1], torch.Tensor) and args[1].device.type == "meta" and \
+            args[0].device.type == "cpu":
+        return args[0].zero_()
+    return None
 
 
 # Ops that take a host tensor beside device tensors on CUDA (an index, a copy between devices): left as they are.
@@ -220,9 +245,9 @@ class _OnMeta(torch.overrides.TorchFunctionMode):
             kind = torch.device(d).type if not isinstance(d, int) else "cuda"
         except (RuntimeError, TypeError):
             return d
-        if kind == "cuda" or (kind == "cpu" and self.home == "cpu" and (src is None or src.device.type == "cpu")
-                              and _readers_call()):
-            return torch.device("meta")
+        if kind == "cuda" or kind == "cpu" and self.home == "cpu" and (
+                src is not None and src.device.type == "meta" or _readers_call()):
+            return torch.device("meta")  # where the step's home is the CPU, its "cpu" is the device: meta stays
         return d
 
     def __torch_function__(self, func, types, args=(), kwargs=None):

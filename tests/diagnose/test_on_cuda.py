@@ -1,4 +1,4 @@
-"""diagnose on CUDA tensors (device="cuda"): the run is on the GPU as given, with the sync detector's CUDA view of
+"""diagnose on CUDA tensors (device="cuda"): the run is on the GPU, on copies of the caller's objects, with the sync detector's CUDA view of
 real device tensors. Under the simulated GPU (-p tests.simgpu --simulate-gpu=t4) this checks the path; on a real GPU
 the same test runs it for real."""
 import pytest
@@ -24,8 +24,10 @@ def test_a_training_loop_on_cuda_tensors():
             loss.backward()
             opt.step()
 
+    before = {k: v.clone() for k, v in model.state_dict().items()}
     report = lessons_lib.diagnose(train, model, opt, x, y, device="cuda")
-    assert report.ran_on == "cuda" and "for real" in report.notes[0]
+    assert report.ran_on == "cuda" and "ran once, for real, on copies of your objects on the GPU" in str(report)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()) and model[0].weight.grad is None
     per_line = {f.where.text.split(" = ")[0]: f.numbers["per_step"] for f in report.of("host sync")}
     assert per_line == {"mask": 1, "loss": 2, "loss.backward()": 1}
     assert "allocation churn" in report.kinds and report.step["launches"] > 0

@@ -154,6 +154,7 @@ def test_a_log_file_held_open_a_logging_handler_and_os_calls_write_nothing(tmp_p
         handle.write(f"{loss.item()}\n")
         logger.info("loss %s", loss.item())
         os.replace(keep, tmp_path / "moved.txt")
+        np.save(tmp_path / "losses.npy", np.zeros(3))  # numpy opens the file: the note names this line
         return loss
 
     try:
@@ -164,7 +165,9 @@ def test_a_log_file_held_open_a_logging_handler_and_os_calls_write_nothing(tmp_p
         handle.close()
     assert report.ran and (tmp_path / "held.log").read_text() == "" and log_path.read_text() == ""
     assert keep.read_text() == "mine" and not (tmp_path / "moved.txt").exists()
-    assert "os.replace" in " ".join(report.notes) and "train.log" in " ".join(report.notes)
+    assert not (tmp_path / "losses.npy").exists()
+    note = " ".join(report.notes)
+    assert "os.replace" in note and "train.log" in note and "losses.npy' at test_untouched.py:" in note
 
 
 def test_a_hook_appending_to_the_readers_list_appends_to_a_copy():
@@ -254,7 +257,20 @@ def test_graphs_true_runs_nothing_twice_on_the_readers_objects():
 
 def test_a_greedy_generation_loop_ends_in_bounded_time_with_a_sentence(monkeypatch):
     monkeypatch.setattr(sandbox, "MAX_OPS", 3000)  # a small budget keeps the test short; the default is the same
-    model = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 50))
+
+    class TinyLM(nn.Module):  # the reader's model, with its own loop over layers (not the loop that never ends)
+        def __init__(self):
+            super().__init__()
+            self.emb, self.layers, self.head = nn.Embedding(50, 16), nn.ModuleList(nn.Linear(16, 16) for _ in
+                                                                                      range(2)), nn.Linear(16, 50)
+
+        def forward(self, idx):
+            h = self.emb(idx)
+            for layer in self.layers:
+                h = layer(h).relu()
+            return self.head(h)
+
+    model = TinyLM()
 
     def generate(idx, eos=0):
         finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
@@ -298,3 +314,25 @@ def test_an_lru_cached_helper_keeps_its_cache_free_of_meta_tensors():
     assert lessons_lib.diagnose(step, torch.randn(4, 4)).ran
     assert causal_mask.cache_info().currsize == 0  # the copy had its own cache
     assert causal_mask(4, torch.device("cpu")).device.type == "cpu"
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_lbfgs_runs_on_its_copy_with_its_own_param_list_and_a_writeable_array_is_copied(device):
+    # LBFGS keeps the param list as self._params, which its __getstate__ leaves out; a numpy array the step writes
+    model = nn.Linear(4, 1)
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.5)
+    seen = np.zeros(3)
+    before = _state(model, opt)
+
+    def step(model, opt, x, y):
+        def closure():
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+        opt.step(closure)
+        seen[0] += 1
+
+    report = lessons_lib.diagnose(step, model, opt, torch.randn(8, 4), torch.randn(8, 1), device=device)
+    assert report.ran and not report.error, str(report)
+    assert _same(before, _state(model, opt)) and not opt.state and seen[0] == 0
