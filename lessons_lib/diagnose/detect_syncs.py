@@ -172,6 +172,9 @@ def cat_loops(ev, gpu) -> list[Finding]:
     chains: dict = {}  # (file, line) -> [cat indices that grew the previous one]
     for i, (op, info) in enumerate(zip(ev.trace.ops, ev.info)):
         if op.name != "cat" or info.phase not in ("forward", "optimizer") or op.where is None:
+            for k in info.outs:  # memory made anew by another op: a freed cat's storage reused (keys are addresses)
+                if k not in info.ins:
+                    made_by_cat.pop(k, None)
             continue
         for k in info.ins:
             j = made_by_cat.get(k)

@@ -171,3 +171,43 @@ def test_a_read_after_the_loop_is_not_a_sync_a_step():
     report = lessons_lib.diagnose(fit, model, torch.optim.SGD(model.parameters(), lr=0.1),
                                   [torch.randn(4096, 1024) for _ in range(3)])
     assert not report.of("host sync") and report.step["steps"] == 3
+
+
+def test_a_cat_after_a_freed_cat_is_no_cat_in_a_loop():
+    # a storage key is an address: a freed cat's output can come back as a later op's output, read by the next cat
+    # (LBFGS evaluating the time-sequence model's closure twice on meta). Allocators reuse addresses when they
+    # please, so the trace is written out: cat -> A, (A freed) linear -> A, cat(A) at the same line
+    from types import SimpleNamespace as NS
+
+    from lessons_lib.code_lines import Where
+    from lessons_lib.diagnose.detect_syncs import cat_loops
+
+    here = Where("step.py", 3, "torch.cat(outputs)", "forward")
+    ops = [NS(name="cat", where=here, write_bytes=64), NS(name="addmm", where=Where("step.py", 2, "", "f"),
+                                                           write_bytes=64), NS(name="cat", where=here, write_bytes=64)]
+    info = [NS(phase="forward", ins=("x",), outs=("A",)), NS(phase="forward", ins=("w",), outs=("A",)),
+            NS(phase="forward", ins=("A",), outs=("B",))]
+    gpu = NS(bytes_time=lambda n: n / 320e9, label="model")
+    ev = NS(trace=NS(ops=ops), info=info, steps=1)
+    assert not cat_loops(ev, gpu)
+    info[1] = NS(phase="forward", ins=("A",), outs=("A",))  # in place on the cat's output: still that tensor
+    assert [f.kind for f in cat_loops(ev, gpu)] == ["cat in a loop"]
+
+
+def test_a_batch_given_on_the_host_to_a_step_that_moves_it_is_a_transfer():
+    class Trainer:
+        def __init__(self, model):
+            self.model, self.device = model, torch.device("cuda")  # the model is moved later, or never
+            self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(self, batch):
+            x, y = batch
+            x, y = x.to(self.device), y.to(self.device)
+            F.cross_entropy(self.model(x), y).backward()
+            self.opt.step()
+
+    batch = (torch.randn(256, 512), torch.randint(0, 10, (256,)))
+    report = lessons_lib.diagnose(Trainer(nn.Linear(512, 10)).step, batch)
+    line = Trainer.step.__code__.co_firstlineno + 2
+    assert {f.line for f in report.of("pageable transfer")} == {line} and report.step["transferred"] > 0
+    assert not lessons_lib.diagnose(lambda m, x: m(x).sum(), nn.Linear(512, 10), batch[0]).step["transferred"]
