@@ -28,12 +28,15 @@ _PLAIN = str.maketrans({"✓": "ok", "✗": "x", "⚠": "!", "≈": "~", "µ": "
 
 
 def _say(text: str, stream) -> None:
-    """Print, whatever the stream's encoding: what it cannot show becomes plain ASCII, or '?'."""
-    encoding = getattr(stream, "encoding", None) or "ascii"
+    """Print, whatever the stream's encoding: what it cannot show becomes plain ASCII, or '?'. A stream with no
+    encoding (io.StringIO, a notebook's capture) holds any text: the marks stay."""
+    encoding = getattr(stream, "encoding", None)
     try:
-        text.encode(encoding)
-    except (UnicodeEncodeError, LookupError):
-        text = text.translate(_PLAIN).encode(encoding if encoding else "ascii", "replace").decode(encoding or "ascii")
+        if encoding:
+            text.encode(encoding)
+    except (UnicodeEncodeError, LookupError) as err:
+        encoding = encoding if isinstance(err, UnicodeEncodeError) else "ascii"
+        text = text.translate(_PLAIN).encode(encoding, "replace").decode(encoding)
     print(text, file=stream)
 
 

@@ -70,6 +70,21 @@ def test_a_terminal_that_cannot_print_the_marks_gets_plain_text(tmp_path):
     assert c_locale.returncode == 1 and c_locale.stderr.decode() == "", c_locale.stderr.decode()
 
 
+def test_a_stream_without_an_encoding_keeps_the_marks(tmp_path, capsys):
+    """main() printing into a StringIO (workshop/kit_outputs.py quotes the report that way): it has no encoding and
+    holds any text, so the report is the one a UTF-8 terminal shows, not the plain-ASCII fallback."""
+    import contextlib
+    import io
+
+    from lessons_lib.diagnose.__main__ import main
+
+    (tmp_path / "mystep.py").write_text(textwrap.dedent(STEP), encoding="utf-8")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main([f"{tmp_path / 'mystep.py'}:step"])
+    assert rc == 1 and out.getvalue().startswith("✗ 1 pitfall found") and "§1 Keep data on the GPU" in out.getvalue()
+
+
 def test_loading_a_script_writes_nothing_and_a_loop_at_import_is_stopped(tmp_path):
     done = _cli(tmp_path, "mystep.py", """
         import torch
