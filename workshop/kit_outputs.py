@@ -31,7 +31,7 @@ KIT = Path(__file__).resolve().parent
 ROOT = KIT.parent
 README, NOTES = KIT / "README.md", KIT / "NOTES.md"
 WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split()
-FIXED = (("lr=0.1)", "lr=0.1, foreach=True)"), ("losses.append(loss.item())", "losses.append(loss.detach())"))
+FIXED = (("losses.append(loss.item())", "losses.append(loss.detach())"),)
 REPORT = re.compile(r"(printed this in about\s+\d+\s+seconds \(exit status )(\d): (\w+) (pitfalls?)(\)[^`]*```\n)(.*?)(\n```)",
                     re.S)
 
@@ -64,7 +64,7 @@ def _diagnose_source(name: str, source: str) -> subprocess.CompletedProcess:
 
 
 def _fixed_source() -> str | None:
-    """byom_step.py with both findings fixed as README.md says (None where the template no longer has the lines)."""
+    """byom_step.py with its finding fixed as README.md says (None where the template no longer has the lines)."""
     source = (KIT / "byom_step.py").read_text()
     for old, new in FIXED:
         if old not in source:
