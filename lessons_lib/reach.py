@@ -268,10 +268,11 @@ def copy_step(fn, args: tuple, kwargs: dict, to: str = "meta", names=(), free_to
     parameters' names, for sentences (argument i otherwise). Raises Uncopyable.
 
     Where each tensor goes (to="meta"): the arguments' tensors and those of modules, optimizers, schedulers and
-    scalers are on the device (meta); tensors of data objects stay on the host, shared; "free" tensors (in a
-    closure, a global, an attribute) go where their kind lives: meta if on CUDA, and if on the CPU, meta when
-    `free_to_meta` (default: when nothing the step reaches is on CUDA, the CPU is where it computes), else the
-    host."""
+    scalers are on the device (meta), but for a step that holds torch.device("cuda") with nothing on CUDA, the
+    arguments' host tensors that need no grad are its batches: copies on the host; tensors of data objects stay
+    on the host, shared; "free" tensors (in a closure, a global, an attribute) go where their kind lives: meta if
+    on CUDA, and if on the CPU, meta when `free_to_meta` (default: when nothing the step reaches is on CUDA, the
+    CPU is where it computes), else the host."""
     if free_to_meta is None:
         free_to_meta = home(fn, args, kwargs) == "cpu"
     # Nothing on CUDA, yet the step holds torch.device("cuda") (trainer.device, a `device` argument): it moves its
