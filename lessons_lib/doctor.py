@@ -245,11 +245,11 @@ def check_compile(quick: bool) -> Check:
     if result["error"]:
         return Check("torch.compile", WARN, f"a tiny function failed to compile on {device}: {result['error']}",
                      "python -m lessons_lib.doctor --verbose-compile   # shows Inductor's full error")
-    from .compile_notice import BUSY_LOAD, BUSY_S
+    from .compile_notice import BUSY_LOAD, BUSY_S, LAPTOP
 
     return Check("torch.compile", OK, f"a tiny function compiled and ran on {device} in {result['seconds']:.1f} s "
-                 f"(cold; a lesson's one compile on a CPU took up to {max(BUSY_S.values()):.0f} s on a busy 2-core "
-                 f"laptop, {BUSY_LOAD}, with an empty compile cache)")
+                 f"(cold; a lesson's one compile on a CPU took up to {max(BUSY_S.values()):.0f} s on a 2-core "
+                 f"machine with {BUSY_LOAD}, and {LAPTOP[0]:.0f} s on a student's laptop at {LAPTOP[1]}, reported)")
 
 
 def _room(name: str, have: int, text: str, fix: str, fail: str, warn: str) -> Check:

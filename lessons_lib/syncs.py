@@ -1,7 +1,6 @@
 """Which operations make the host wait for the device, and which copy data between devices.
 
-`syncs(fn, *args)` runs `fn` on whatever tensors it is given (CPU ones too) and reports, each
-with the user's line of code:
+`syncs(fn, *args)` runs `fn` on whatever tensors it is given (CPU ones too) and reports, each with the user's line:
 - every operation that on a GPU makes the CPU wait for the stream (a *host sync*): a value read
   on the host (`.item()`, `if t:`, `print(t)`), a copy to the host (`.cpu()`, `.tolist()`,
   `.numpy()`), an op whose output size depends on the data (`nonzero`, boolean-mask indexing),
@@ -30,7 +29,6 @@ import torch
 
 from .sync_table import (_KERNEL_WHY, _SYNC_OPS, BLIND_SPOTS, CUDA_KERNEL_SYNCS,  # noqa: F401 (re-exported)
                          _becomes_masked_fill, _bool_index, dispatch_sync, on_device)
-
 from .compiling import EagerWatch
 from .display import count
 from .trace import meta_reads
@@ -353,10 +351,8 @@ def syncs(fn, *args, **kwargs) -> SyncReport:
     a loop can be read off; print(t) is one entry. Device-independent for the syncs: on a CPU it
     lists what would stall a GPU. Copies between devices are what really ran: on a CPU-only
     machine there are none unless the code copies to `meta` (tests do). Blocking host<->GPU copies
-    are host syncs too, as `torch.cuda.set_sync_debug_mode("warn")` reports them.
-    It runs on copies of `fn` and everything it reaches (lessons_lib.reach: nothing of yours changes), in the
-    sandbox (no write to disk, the random state kept, and a budget that stops a loop that never ends with a
-    ValueError naming its line).
+    are host syncs too, as `torch.cuda.set_sync_debug_mode("warn")` reports them. It runs on copies of what `fn`
+    reaches (lessons_lib.reach), in the sandbox: no write to disk, the random state kept, a budget of ops.
     """
     return SyncReport(_on_copies("find_syncs", fn, args, kwargs, per_line=False))
 
@@ -366,10 +362,9 @@ def cuda_syncs(fn, *args, **kwargs) -> SyncReport:
     on one, while tensors `fn` makes without `device=` (an index order, a mask before its `.to()`) stay on the
     host. Works with no GPU: arguments that are not on a GPU already are replaced by shape-only copies on
     `meta`, which stands in for the GPU (modules are deep-copied there; your own are never touched), and
-    host reads of meta values return a stand-in (0, False, zeros; a boolean mask selects everything). Like
-    `syncs`, it runs on copies of everything `fn` reaches, in the sandbox (sandbox.py); tensors `fn` reaches
-    through a closure or a global stay where they are (on the host: an index made outside), its modules and
-    optimizers go to meta with the arguments.
+    host reads of meta values return a stand-in (0, False, zeros; a boolean mask selects everything). It runs on
+    copies, in the sandbox, as `syncs` does; tensors reached through a closure or a global stay on the host (an
+    index made outside), its modules and optimizers go to meta with the arguments.
 
     What changes from `syncs` (which counts every host read, as if every tensor were on a GPU): a read of
     a host tensor waits for nothing (x[j] with a CPU index is host work, not a sync); an index tensor on
@@ -391,7 +386,7 @@ def watch(fn, args=(), kwargs=None, cuda_view: bool = True, on_event=None) -> Sy
     return SyncReport(found, view="cuda" if cuda_view else "here")
 
 
-def _leaves(obj):
+def _leaves(obj):  # the tensors in an argument structure (a module's parameters and buffers)
     if isinstance(obj, torch.nn.Module):
         return list(obj.parameters()) + list(obj.buffers())
     if isinstance(obj, (list, tuple)):

@@ -1,7 +1,7 @@
 """How long Restart & Run All takes for every notebook, first runs included: at load, and with nothing of ours beside.
 
     python workshop/run_all_times.py            # every notebook and solution, at load then quiet; writes
-                                                # workshop/run_all_times.json (31 minutes on 2 cores at load 10-24)
+                                                # workshop/run_all_times.json (10 minutes on 2 cores, 2026-11-28)
     python workshop/run_all_times.py --write    # the same, then puts the table into workshop/README.md
     python workshop/run_all_times.py --table [--write]   # the recorded file's table (runs nothing); into README
     python workshop/run_all_times.py --notebooks 03,07 --no-solutions --out /tmp/t.json   # some only
@@ -181,7 +181,8 @@ def table(record: dict) -> str:
     stems = sorted({s for r in runs.values() for s in r if not s.endswith("_solution")})
     lines = [f"Measured by `python workshop/run_all_times.py` on {m['cpu']} ({m['cores']} cores, {m['memory_gib']} GiB; "
              f"torch {m['torch']}), {m['date']}, commit {m['commit']}; {m['took_s'] // 60} minutes in all. Each run "
-             f"is a first run: {m['cold']}. Load: the 1-minute load average at each run's start–end.",
+             f"is a first run: {m['cold']}. Load: the 1-minute load average at each run's start–end (it lags: the first "
+             "quiet run starts under the busy loops just ended).",
              "",
              "| notebook | Run All at load (2 busy loops) | load | Run All quiet | load | its solution at load "
              "| its solution quiet |",
@@ -198,7 +199,8 @@ def table(record: dict) -> str:
             compiles.append(f"{stem[:2]} (no line about a compile found: see COMPILE_LINE)")
     if compiles:
         lines += ["", "The cells with a first compile, at load (the whole cell): " + ", ".join(compiles) + "."]
-    busiest = {c: max((max(r["load_start"], r["load_end"]) for r in runs[c].values()), default=0) for c in runs}
+    # a run's end: the 1-minute average lags, so the first quiet run starts under the busy loops just ended
+    busiest = {c: max((r["load_end"] for r in runs[c].values()), default=0) for c in runs}
     if busiest.get("quiet", 0) > m["cores"] + 1:  # two busy loops on its cores alone would give about cores + 1
         lines += ["", f"Not quiet: other work beside these runs kept the load average up to {busiest['quiet']:.1f} "
                       f"in the quiet runs and {busiest.get('at load', 0):.1f} at load, on {m['cores']} cores, busier "
