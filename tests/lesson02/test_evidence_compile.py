@@ -17,7 +17,8 @@ def test_compile_check_explains_instead_of_raising(monkeypatch):
         raise RuntimeError("backend exploded\nlong traceback")
 
     monkeypatch.setattr(torch, "compile", broken)
-    report = evidence_compile.compile_check({"batch": 4})
+    # on the CPU: on a GPU without Triton, compiling.problem answers first (a sentence too, before any compile)
+    report = evidence_compile.compile_check({"batch": 4}, "cpu")
     assert report.problem == "torch.compile failed here (RuntimeError: backend exploded)"
 
 
