@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import claim_table, compiling, graphs, grading, noise
+from .. import claim_table, compile_notice, compiling, graphs, grading, noise
 from .. import device as _device
 from ..lesson import Lesson, Variant
 from ..timing import fmt_time
@@ -108,6 +108,7 @@ def _prepare_reduce_overhead(fn, *inputs):
         raise ValueError(problem)
     torch._dynamo.reset()
     compiled = torch.compile(pseudo_linear, mode="reduce-overhead")
+    compile_notice.announce("pseudo_linear", "inductor, mode='reduce-overhead'", inputs[0].device)  # not silent
 
     def step(x, w, b, g):
         torch.compiler.cudagraph_mark_step_begin()

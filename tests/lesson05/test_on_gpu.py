@@ -160,3 +160,26 @@ def test_the_notebooks_cells_after_the_failed_capture_run_on_cuda(one_thread):
         verdict = str(exercise.check_exercise(step))
         assert "[GPU]" in verdict and "Traceback" not in verdict
     assert (torch.randn(4, device="cuda") * 0).sum().item() == 0.0
+
+
+def test_the_reduce_overhead_compile_is_announced_before_it_starts(monkeypatch, capsys):
+    # issue 34 §1: no cold compile is silent. The compile itself needs a GPU and Triton: stand-ins here, on the CPU.
+    import torch
+
+    from lessons_lib.lesson05_cuda_graphs import on_gpu
+
+    printed_at_first_call = []
+
+    def compile_stand_in(fn, **kwargs):
+        def first(*args):
+            printed_at_first_call.append(capsys.readouterr().out)
+            return fn(*args)
+        return first
+
+    monkeypatch.setattr(on_gpu.graphs, "reduce_overhead_problem", lambda dev: None)
+    monkeypatch.setattr(on_gpu.torch, "compile", compile_stand_in)
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
+    x, w, b = (torch.randn(*s, requires_grad=True) for s in ((4, 8), (8, 8), (8,)))
+    g = torch.randn(4, 8)
+    on_gpu._prepare_reduce_overhead(None, x, w, b, g)
+    assert printed_at_first_call[0].startswith("Compiling pseudo_linear (torch.compile, backend \"inductor, mode=")
