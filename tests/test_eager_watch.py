@@ -5,6 +5,7 @@ A counting backend (tests/stays_compiled.py) tells a run of the compiled graph f
 generation: cheap on a CPU. Each test compiles a function of its own (Dynamo keeps what it learns per code object)."""
 import threading
 
+import pytest
 import torch
 
 from lessons_lib.compiling import EagerWatch
@@ -46,7 +47,8 @@ def test_a_compiled_call_on_another_thread_stays_compiled_while_a_watcher_is_act
     assert len(calls) == before + 2, "the function no longer runs compiled after the watch"
 
 
-def test_nested_and_concurrent_watchers_leave_dynamos_stance_as_they_found_it():
+def _nested_and_concurrent() -> dict:
+    """Two watchers nested on this thread and one on another, at once; then a new function compiled after them."""
     from torch._dynamo import eval_frame
 
     before = eval_frame._stance
@@ -71,5 +73,26 @@ def test_nested_and_concurrent_watchers_leave_dynamos_stance_as_they_found_it():
     compiled(x)  # the other watcher is still active on its thread: this thread compiles all the same
     outer_go.set()
     t.join()
-    assert len(calls) == n + 1
-    assert eval_frame._stance is before
+    fresh, fresh_calls = counted(lambda x: x * 7)
+    fresh(x)
+    return {"compiled_calls": len(calls) - n, "stance_restored": eval_frame._stance is before,
+            "fresh_compiles": len(fresh_calls)}
+
+
+def test_nested_and_concurrent_watchers_leave_dynamos_stance_as_they_found_it():
+    # In a fresh process: on torch 2.9 this sequence left Dynamo compiling nothing for the rest of the process
+    # (a new function ran eagerly; not yet understood), which failed every later compiled-function test of a run.
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import json; from tests.test_eager_watch import _nested_and_concurrent as f; print(json.dumps(f()))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["compiled_calls"] == 1 and got["stance_restored"], got
+    if got["fresh_compiles"] != 1 and torch.__version__.startswith("2.9."):
+        pytest.xfail("torch 2.9: watchers on two threads at once leave Dynamo compiling nothing afterwards (known)")
+    assert got["fresh_compiles"] == 1, got
