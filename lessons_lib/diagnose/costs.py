@@ -193,3 +193,14 @@ def op_text(op: Op) -> str:
     shapes = " @ ".join("x".join(map(str, s)) for s in op.in_shapes[-2:]) if op.gemm else \
         ", ".join("x".join(map(str, s)) for s in op.in_shapes)
     return f"{op.name} {shapes}"
+
+
+def saved_at_peak(ev) -> dict[int, int]:
+    """Bytes saved for backward at the step's peak ledger, by the index of the op that made them ({} without one)."""
+    out: dict[int, int] = {}
+    if ev.ledgers:
+        snap = max(ev.ledgers, key=lambda s: s.ledger.total_bytes)
+        for row, op_i in zip(snap.ledger.entries, snap.made_by):
+            if op_i is not None and row.counted:
+                out[op_i] = out.get(op_i, 0) + row.bytes
+    return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from ..display import count
-from .costs import b, per_step, share, t
+from .costs import b, per_step, saved_at_peak, share, t
 from .report import Finding
 
 COPIES = ("clone", "contiguous", "_reshape_copy")
@@ -188,12 +188,7 @@ def broadcast_contractions(ev, gpu) -> list[Finding]:
                 or not set(info.outs) & set(ev.info[j].ins):
             continue
         by.setdefault((op.where.file, op.where.line), []).append((i, j))
-    kept_rows = {}
-    if ev.ledgers:
-        snap = max(ev.ledgers, key=lambda s: s.ledger.total_bytes)
-        for row, op_i in zip(snap.ledger.entries, snap.made_by):
-            if op_i is not None and row.counted:
-                kept_rows[op_i] = kept_rows.get(op_i, 0) + row.bytes
+    kept_rows = saved_at_peak(ev)
     out = []
     for rows in by.values():
         i, j = rows[0]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from ..display import count, number
-from .costs import DISPATCH, HOST_PER_OP, Kernel, b, kernels, per_step, t
+from .costs import DISPATCH, HOST_PER_OP, Kernel, b, kernels, per_step, saved_at_peak, t
 from .report import Finding, a_gpu
 
 MIN_CHAIN = 5  # elementwise ops in a row that write the run's largest tensor
@@ -109,12 +109,7 @@ def elementwise_chains(ev, gpu) -> list[Finding]:
             continue
         w = _hottest(ev, run)
         groups.setdefault((w.file, w.line, len(run)), []).append(run)
-    saved_by = {}
-    if ev.ledgers:
-        snap = max(ev.ledgers, key=lambda s: s.ledger.total_bytes)
-        for row, op_i in zip(snap.ledger.entries, snap.made_by):
-            if op_i is not None and row.counted:
-                saved_by[op_i] = saved_by.get(op_i, 0) + row.bytes
+    saved_by = saved_at_peak(ev)
     out = []
     for (_f, _l, n), runs in groups.items():
         run = runs[0]
