@@ -189,6 +189,8 @@ class Collector(_Recorder):
         keep them picked. True for a GEMM on picked rows."""
         if self.phase != "forward" or op.is_view:
             return False
+        self.picks.difference_update(new)  # a key is an address: memory made anew is not a freed pick's rows
+        self.rows.difference_update(new)
         if op.name in ("nonzero", "argwhere"):
             self.picks.update(new)
         elif op.name in ("index", "index_select", "gather", "take", "embedding", "masked_select") and (
@@ -227,9 +229,10 @@ class Collector(_Recorder):
             step, deepest = merged.get(key, (-1, -1))
             level = deepest + 1 if step == self.step else 0
             merged[key] = (self.step, level)
-        if merged and not op.is_view:
-            for k in new:
+        if not op.is_view:
+            for k in new:  # set even when empty: a key is an address, and a freed tensor's may come back
                 self.anc[k] = merged
+        if merged and not op.is_view:
             for k in out_keys:
                 if k not in new:  # written in place (copy_, add_): it now descends from these inputs too
                     self.anc[k] = {g: max(self.anc.get(k, {}).get(g, sl), sl) for g, sl in merged.items()} | \

@@ -211,3 +211,26 @@ def test_a_batch_given_on_the_host_to_a_step_that_moves_it_is_a_transfer():
     line = Trainer.step.__code__.co_firstlineno + 2
     assert {f.line for f in report.of("pageable transfer")} == {line} and report.step["transferred"] > 0
     assert not lessons_lib.diagnose(lambda m, x: m(x).sum(), nn.Linear(512, 10), batch[0]).step["transferred"]
+
+
+def test_memory_made_anew_at_a_freed_picks_address_is_not_routed_rows():
+    # the same address reuse (keys are addresses) as above, in the collector: rows a boolean mask picked are freed
+    # and an expert's input chunk is later made at their address (torch 2.15 on meta, lesson 07's experts_loop).
+    # Without clearing, that expert's GEMM was 'on rows the data routed' and its line split into two findings
+    from types import SimpleNamespace as NS
+
+    from lessons_lib.diagnose.collect import Collector
+
+    col = NS(phase="forward", picks=set(), rows=set(), anc={}, step=0)
+    mask = torch.ones(4, dtype=torch.bool)
+    index, addmm, mm = (NS(name=n, is_view=False, gemm=g, where=None) for n, g in
+                        (("index", None), ("addmm", (1, 4, 4, 4)), ("mm", (1, 4, 4, 4))))
+    assert not Collector._routed(col, index, (torch.ones(4, 4), [mask]), ("x", "m"), ("A",), False)
+    assert col.rows == {"A"}
+    assert Collector._routed(col, mm, (), ("A", "w"), ("B",), False)  # a GEMM on the picked rows: routed
+    assert not Collector._routed(col, addmm, (), ("b", "h", "w"), ("A",), False)  # A freed, made anew by addmm
+    assert not Collector._routed(col, mm, (), ("A", "w"), ("C",), False) and "A" not in col.rows
+
+    col.anc = {"A": {("f.py", 1, (1, 4, 4, 4)): (0, 3)}}  # ancestry of the freed tensor
+    assert Collector._ancestry(col, addmm, ("b", "h"), ("A",), ("A",)) == -1  # no where: not a GEMM of its own
+    assert col.anc["A"] == {}  # the new tensor at A descends from nothing the old one did
