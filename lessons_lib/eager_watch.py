@@ -28,6 +28,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 _lock = threading.Lock()
 _here = threading.local()  # .depth: watchers active on this thread
 _active = [0]  # watchers active in the process
+# torch keeps "is a dispatch mode active" in process-wide flags that each mode saves on enter and restores on exit
+# (torch/utils/_python_dispatch.py). Two watchers on two threads exit in any order, so the last restores a True
+# it saw on entering: torch 2.9's Dynamo reads that flag (convert_frame.should_skip_due_to_torch_dispatch_mode)
+# and compiled nothing more in the process. The flags as they were before the first watcher come back after the last,
+# and while one is active that Dynamo asks about this thread's modes, as torch 2.13's does (any_torch_dispatch_mode_on_
+# stack): else a compiled function first called on an explorer's worker beside a watcher was skipped for good.
+_FLAGS = ("_is_in_torch_dispatch_mode", "_is_in_non_infra_torch_dispatch_mode",
+          "_is_in_any_mode_without_ignore_compile_internals")
+_before: dict = {}
+_skip_check: list = []  # [convert_frame module, its own should_skip_due_to_torch_dispatch_mode] while replaced
 
 
 class _PerThreadStance:
@@ -56,17 +66,57 @@ def _eval_frame():
 
 def _watching(step: int) -> None:
     """One watcher more (+1) or fewer (-1) on this thread: the per-thread stance is in place while any is active."""
+    from torch.utils import _python_dispatch as pd
+
     _here.depth = getattr(_here, "depth", 0) + step
     ef = _eval_frame()
-    if ef is None:
-        return
     with _lock:
         _active[0] += step
+        if step > 0 and _active[0] == 1:
+            _before.clear()
+            _before.update({f: getattr(pd, f) for f in _FLAGS if hasattr(pd, f)})
+            _per_thread_skip_check(ef is not None)
+        elif step < 0 and _active[0] == 0:
+            _restore_flags(pd)
+            _per_thread_skip_check(False)
+        if ef is None:
+            return
         current = ef._stance
         if step > 0 and not isinstance(current, _PerThreadStance):
             ef._stance = _PerThreadStance(current)
         elif step < 0 and _active[0] == 0 and isinstance(current, _PerThreadStance):
             ef._stance = current.base
+
+
+def _mode_on_this_thread() -> bool:
+    from torch.utils._python_dispatch import _get_dispatch_stack_at
+
+    modes = (_get_dispatch_stack_at(i) for i in range(torch._C._len_torch_dispatch_stack()))
+    return any(not m.is_infra_mode() and not m.ignore_compile_internals() for m in modes)
+
+
+def _per_thread_skip_check(on: bool) -> None:
+    """Put in (on) or take out this thread's answer to Dynamo's "skip: a dispatch mode is active?", where Dynamo
+    asks the process-wide flag (torch 2.9: no config.inline_torch_dispatch_torch_compile)."""
+    if on and not _skip_check:
+        from torch._dynamo import config, convert_frame
+
+        own = getattr(convert_frame, "should_skip_due_to_torch_dispatch_mode", None)
+        if own is not None and not getattr(config, "inline_torch_dispatch_torch_compile", False):
+            _skip_check[:] = [convert_frame, own]
+            convert_frame.should_skip_due_to_torch_dispatch_mode = _mode_on_this_thread
+    elif not on and _skip_check:
+        module, own = _skip_check
+        module.should_skip_due_to_torch_dispatch_mode = own
+        _skip_check.clear()
+
+
+def _restore_flags(pd) -> None:
+    for f, v in _before.items():
+        setattr(pd, f, v)
+    setter = getattr(pd, "set_is_in_mode_without_ignore_compile_internals", None)  # its copy in C (torch 2.10+)
+    if setter is not None and "_is_in_any_mode_without_ignore_compile_internals" in _before:
+        setter(_before["_is_in_any_mode_without_ignore_compile_internals"])
 
 
 class EagerWatch(TorchDispatchMode):
