@@ -263,6 +263,7 @@ def test_torch_floor_is_pyprojects():
     assert tuple(map(int, floor)) == doctor.TORCH_FLOOR
 
 
+@pytest.mark.own_process
 def test_the_command_runs_here_and_its_status_follows_its_verdict():
     """The real probes on this machine: whatever it finds, exit 1 exactly when a line says FAIL."""
     done = subprocess.run([sys.executable, "-m", "lessons_lib.doctor", "--quick"], capture_output=True, text=True,
@@ -374,6 +375,7 @@ def test_without_torch_a_set_up_cell_gets_the_doctors_sentence(error):
     assert "Fix: pip " in out[1] and "restart the kernel" in out[1]
 
 
+@pytest.mark.own_process
 def test_import_lessons_lib_imports_no_torch():
     code = "import sys, lessons_lib, lessons_lib.doctor, lessons_lib.workspace; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -5,6 +5,7 @@ A counting backend (tests/stays_compiled.py) tells a run of the compiled graph f
 generation: cheap on a CPU. Each test compiles a function of its own (Dynamo keeps what it learns per code object)."""
 import threading
 
+import pytest
 import torch
 
 from lessons_lib.compiling import EagerWatch
@@ -81,6 +82,7 @@ def _nested_and_concurrent() -> dict:
                                                                pd._is_in_non_infra_torch_dispatch_mode]}
 
 
+@pytest.mark.own_process
 def test_nested_and_concurrent_watchers_leave_dynamos_stance_as_they_found_it():
     # In a fresh process: before eager_watch put torch's process-wide "a dispatch mode is active" flags back, this
     # sequence left them True on torch 2.9 (two threads' modes exit out of order), whose Dynamo then compiled nothing

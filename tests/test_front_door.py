@@ -141,6 +141,7 @@ def test_front_door_names_do_not_shadow_modules():
         lessons_lib.no_such_tool  # noqa: B018
 
 
+@pytest.mark.own_process
 def test_import_stays_cheap():
     code = ("import sys, lessons_lib; print(sorted(m for m in sys.modules if m.startswith('lessons_lib.'))); "
             "from lessons_lib import GroupedLinear; print('lessons_lib.grouped_linear' in sys.modules)")

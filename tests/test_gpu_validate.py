@@ -166,6 +166,7 @@ def test_pytest_outcomes_name_failures_crashes_and_the_test_running_at_a_stop(tm
     assert crashed.result == "failed" and "t::c CRASHED (its process died)" in crashed.failures
 
 
+@pytest.mark.own_process
 def test_the_stream_plugin_prints_each_traceback_as_it_happens_and_logs_events(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 2 + 2 == 5, 'arith'\n")
     events = tmp_path / "events"
@@ -180,6 +181,7 @@ def test_the_stream_plugin_prints_each_traceback_as_it_happens_and_logs_events(t
 
 
 @pytest.mark.slow
+@pytest.mark.own_process
 def test_the_dry_run_keeps_each_stage_to_its_budget_and_writes_its_results(tmp_path):
     """Every stage on this CPU with stand-ins (gpu_validate_dry.py): 1-2 minutes on a busy 2-core machine."""
     out = tmp_path / "out"

@@ -178,6 +178,7 @@ def test_colab_dependencies_are_pyprojects_less_torch():
     assert sorted(colab.COLAB_DEPS) == sorted(d for d in deps if not re.match(r"torch\b", d))
 
 
+@pytest.mark.own_process
 def test_setup_cell_runs_outside_colab(tmp_path):
     """Outside Colab the cell is plain Python: its `%pip` magics (IPython only) sit under the Colab test."""
     import subprocess

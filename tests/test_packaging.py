@@ -16,6 +16,7 @@ def _modules():
     return sorted(f"lessons_lib.{m.name}" for m in pkgutil.iter_modules(lessons_lib.__path__))
 
 
+@pytest.mark.own_process
 def test_importing_every_module_writes_nothing_to_stderr():
     # A warning at import lands in a notebook cell's output: nbval then fails it, and it scares readers.
     code = "import " + ", ".join(_modules())

@@ -346,6 +346,7 @@ def _solution_script(path: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.own_process
 def test_checkers_pass_the_solutions_in_a_copy_without_the_solutions_folder(tmp_path):
     room = tmp_path / "room"
     shutil.copytree(ROOT / "lessons_lib", room / "lessons_lib", ignore=shutil.ignore_patterns("__pycache__"))

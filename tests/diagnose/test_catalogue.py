@@ -1,5 +1,6 @@
 """The catalogue (issue 29): each known pitfall is found, on its line, with its lesson; each clean step reports
-nothing. Every case runs once, on meta copies of its arguments (nothing of the case's is touched)."""
+nothing. Every case runs once a process, on meta copies of its arguments (nothing of the case's is touched); test_score
+reads the same reports (score.report_of)."""
 import inspect
 
 import pytest
@@ -7,7 +8,8 @@ import pytest
 import lessons_lib
 
 from . import cases_clean, cases_loops, cases_pitfalls, cases_real, cases_real2, cases_real_clean
-from .catalogue import check, expected, run
+from .catalogue import check, expected
+from .score import report_of
 
 
 def _cases(module):
@@ -30,7 +32,7 @@ def test_the_catalogue_is_big_enough_and_covers_every_kind():
 
 @pytest.mark.parametrize("case", PITFALLS, ids=lambda c: c.__name__[5:])
 def test_each_pitfall_is_found_on_its_line_with_its_lesson(case):
-    report = run(case, lessons_lib.diagnose)
+    report = report_of(case, lessons_lib.diagnose)
     assert not check(case, report), "\n".join(check(case, report)) + "\n\n" + str(report)
     assert report.ran_on == "meta" and not report.clean
     for f in report.findings:  # every finding says all of it
@@ -40,7 +42,7 @@ def test_each_pitfall_is_found_on_its_line_with_its_lesson(case):
 
 @pytest.mark.parametrize("case", CLEAN, ids=lambda c: c.__name__[5:])
 def test_each_clean_step_reports_nothing(case):
-    report = run(case, lessons_lib.diagnose)
+    report = report_of(case, lessons_lib.diagnose)
     assert not check(case, report), "\n".join(check(case, report)) + "\n\n" + str(report)
     assert report.clean and report.findings == [] and bool(report)
     text = str(report)

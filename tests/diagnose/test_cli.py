@@ -26,6 +26,7 @@ def _cli(folder: Path, name: str, source: str, *args, env=None):
 
 
 @pytest.mark.parametrize("name", ["io.py", "types.py", "inspect.py"])
+@pytest.mark.own_process
 def test_a_file_named_like_a_standard_module_loads_under_a_private_name(tmp_path, name):
     done = _cli(tmp_path, name, STEP, f"{name}:step")
     out = done.stdout.decode()
@@ -41,6 +42,7 @@ def test_a_file_named_like_a_standard_module_loads_under_a_private_name(tmp_path
     ("import torch\ndef step(x):\n    return x.cuda(\n", "mystep.py line 3: syntax error"),
     ("def step(x):\n    yield x\ndef example_inputs():\n    return (1,)\n", "is a generator function"),
 ], ids=["syntax error", "import error", "example_inputs raises", "unclosed", "generator step"])
+@pytest.mark.own_process
 def test_what_cannot_run_is_one_line_and_exit_2(tmp_path, source, words):
     done = _cli(tmp_path, "mystep.py", source, "mystep.py:step")
     err, out = done.stderr.decode(), done.stdout.decode()
@@ -48,6 +50,7 @@ def test_what_cannot_run_is_one_line_and_exit_2(tmp_path, source, words):
     assert words in err + out and (err + out).strip().count("\n") == 0, err + out
 
 
+@pytest.mark.own_process
 def test_a_step_that_raises_its_own_error_prints_its_traceback_and_exits_2(tmp_path):
     done = _cli(tmp_path, "mystep.py", """
         import torch
@@ -60,6 +63,7 @@ def test_a_step_that_raises_its_own_error_prints_its_traceback_and_exits_2(tmp_p
                                                              "diagnosed.")
 
 
+@pytest.mark.own_process
 def test_a_terminal_that_cannot_print_the_marks_gets_plain_text(tmp_path):
     ascii_only = _cli(tmp_path, "mystep.py", STEP, "mystep.py:step", env={"PYTHONIOENCODING": "ascii"})
     assert ascii_only.returncode == 1 and ascii_only.stderr.decode() == "", ascii_only.stderr.decode()
@@ -85,6 +89,7 @@ def test_a_stream_without_an_encoding_keeps_the_marks(tmp_path, capsys):
     assert rc == 1 and out.getvalue().startswith("✗ 1 pitfall found") and "§1 Keep data on the GPU" in out.getvalue()
 
 
+@pytest.mark.own_process
 def test_loading_a_script_writes_nothing_and_a_loop_at_import_is_stopped(tmp_path):
     done = _cli(tmp_path, "mystep.py", """
         import torch

@@ -111,6 +111,7 @@ def _cli(tmp_path, source: str, *args):
                                                        "PYTHONPATH": str(__import__("pathlib").Path(lessons_lib.__file__).parents[1])})
 
 
+@pytest.mark.own_process
 def test_the_command_line_takes_example_inputs_or_defaults_and_refuses_in_one_line(tmp_path):
     found = _cli(tmp_path, """
         import torch

@@ -100,6 +100,10 @@ def pytest_collection_modifyitems(config, items):
     if config.getoption("--simulate-gpu") is None:
         return
     skip = pytest.mark.skip(reason="claim test: needs a real GPU, not the simulated one")
+    # A fresh process has no simulated GPU: there such a test is the CPU run the other legs already make
+    elsewhere = pytest.mark.skip(reason="runs in a fresh process, without the simulated GPU: the CPU legs run it")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+        elif item.get_closest_marker("own_process"):
+            item.add_marker(elsewhere)
