@@ -114,7 +114,7 @@ def _per_thread_skip_check(on: bool) -> None:
 def _restore_flags(pd) -> None:
     for f, v in _before.items():
         setattr(pd, f, v)
-    setter = getattr(pd, "set_is_in_mode_without_ignore_compile_internals", None)  # its copy in C (torch 2.10+)
+    setter = getattr(pd, "set_is_in_mode_without_ignore_compile_internals", None)  # its copy in C (2.13; not 2.9)
     if setter is not None and "_is_in_any_mode_without_ignore_compile_internals" in _before:
         setter(_before["_is_in_any_mode_without_ignore_compile_internals"])
 

@@ -232,8 +232,7 @@ class Collector(_Recorder):
         if not op.is_view:
             for k in new:  # set even when empty: a key is an address, and a freed tensor's may come back
                 self.anc[k] = merged
-        if merged and not op.is_view:
-            for k in out_keys:
+            for k in out_keys if merged else ():
                 if k not in new:  # written in place (copy_, add_): it now descends from these inputs too
                     self.anc[k] = {g: max(self.anc.get(k, {}).get(g, sl), sl) for g, sl in merged.items()} | \
                         {g: sl for g, sl in self.anc.get(k, {}).items() if g not in merged}
